@@ -1,0 +1,1 @@
+"""Source adapters: they list what users have and turn each input into examples."""

@@ -1,0 +1,310 @@
+"""Image folders to examples: valid JPEGs byte for byte, everything else normalised by Pillow.
+
+Layouts: class per sub-folder (optionally under train/validation/test), or a flat folder with a
+CSV/JSONL label file. Each example holds the encoded image, label, relative path, height, width.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import warnings
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from feedgpu.converters.listing import (
+    SourceFile,
+    assign_splits,
+    check_strict,
+    fingerprint_files,
+    sort_labels,
+    walk_source,
+)
+from feedgpu import format as fmt
+from feedgpu.conversion import ConversionReport, DatasetPlan, write_dataset
+from feedgpu.errors import UsageError
+from feedgpu.records import encode_example
+from feedgpu.shards import Skip, SkipItem, default_workers, plan_shards
+
+IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff"})
+# Pillow's own default (about 89 MP): beyond it, decoding one file can take gigabytes.
+DEFAULT_MAX_PIXELS = 89_478_485
+_EXIF_ORIENTATION = 0x0112
+
+
+@dataclass(frozen=True)
+class ImageOptions:
+    """Options that change the bytes written; all of them go into the manifest.
+
+    Attributes:
+        quality: JPEG quality for re-encoded images.
+        lossless: re-encode to PNG instead of JPEG.
+        max_size: shrink the long side to this many pixels (re-encoding), or None.
+        verify: "fast" decodes JPEGs at 1/8 scale to validate them, "full" at full size.
+        max_pixels: larger images are skipped as decompression bombs.
+        split: "train=0.9,validation=0.1" hash split when the source has no split folders.
+        seed: seeds the assignment of examples to shards.
+        shard_size_mb: target shard size.
+        num_shards: shards per split, overriding shard_size_mb.
+        name: dataset name (TFDS-safe).
+    """
+
+    quality: int = 95
+    lossless: bool = False
+    max_size: int | None = None
+    verify: str = "fast"
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    split: str | None = None
+    seed: int = 0
+    shard_size_mb: float = 128
+    num_shards: int | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.quality <= 100:
+            raise UsageError(f"--quality {self.quality}: must be between 1 and 100")
+        if self.max_size is not None and self.max_size < 8:
+            raise UsageError(f"--max-size {self.max_size}: must be at least 8 pixels")
+        if self.verify not in ("fast", "full"):
+            raise UsageError(f"--verify {self.verify!r}: choose fast or full")
+        if self.max_pixels < 1:
+            raise UsageError(f"--max-pixels {self.max_pixels}: must be positive")
+        if self.shard_size_mb <= 0:
+            raise UsageError(f"--shard-size-mb {self.shard_size_mb}: must be positive")
+        if self.num_shards is not None and self.num_shards < 1:
+            raise UsageError(f"--num-shards {self.num_shards}: must be at least 1")
+
+
+def _to_rgb(img: Any) -> Any:
+    """Any Pillow mode to 8-bit RGB: 16-bit scaled (not clipped), alpha composited on white."""
+    from PIL import Image
+
+    if img.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
+        img = img.convert("I").point(lambda v: v * (1 / 256)).convert("L")
+    elif img.mode == "F":
+        img = img.convert("L")
+    if img.mode == "P" and "transparency" in img.info:
+        img = img.convert("RGBA")
+    if img.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+        rgba = img.convert("RGBA")
+        background = Image.new("RGB", rgba.size, (255, 255, 255))
+        background.paste(rgba, mask=rgba.getchannel("A"))
+        return background
+    return img.convert("RGB") if img.mode != "RGB" else img
+
+
+def _decode_error(e: Exception) -> SkipItem:
+    text = str(e) or type(e).__name__
+    if "truncat" in text.lower() or isinstance(e, EOFError):
+        return SkipItem("truncated", text)
+    return SkipItem("undecodable", text)
+
+
+def normalize_image(data: bytes, options: ImageOptions) -> tuple[bytes, int, int, bool]:
+    """Validate one encoded image and return (bytes to store, height, width, kept as is).
+
+    JPEGs that any decoder reads the same way (RGB or greyscale, no EXIF rotation) are kept
+    byte for byte; everything else goes through Pillow to RGB.
+
+    Raises:
+        SkipItem: empty, truncated, undecodable, or a decompression bomb.
+    """
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    if not data:
+        raise SkipItem("empty file", "0 bytes")
+    Image.MAX_IMAGE_PIXELS = options.max_pixels
+    try:
+        with warnings.catch_warnings():  # Pillow warns between 1x and 2x the limit: a skip here
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            img = Image.open(io.BytesIO(data))
+    except UnidentifiedImageError:
+        raise SkipItem("undecodable", "content is not a known image format") from None
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+        raise SkipItem("decompression bomb", f"{e}; raise --max-pixels to allow") from None
+    except Exception as e:  # Pillow's plugins raise many types on malformed headers
+        raise _decode_error(e) from None
+    width, height = img.size
+    if width * height > options.max_pixels:
+        raise SkipItem(
+            "decompression bomb",
+            f"{width}x{height} is {width * height} pixels, over the {options.max_pixels} limit; "
+            "raise --max-pixels to allow",
+        )
+    try:
+        fits = options.max_size is None or max(width, height) <= options.max_size
+        if img.format == "JPEG" and img.mode in ("RGB", "L") and fits:
+            if img.getexif().get(_EXIF_ORIENTATION, 1) == 1:
+                if options.verify == "fast":  # DCT scaling: 1/8 size, still reads every byte
+                    img.draft(img.mode, (math.ceil(width / 8), math.ceil(height / 8)))
+                img.load()
+                return data, height, width, True
+        if options.max_size and not fits and img.format == "JPEG":
+            scale = options.max_size / max(width, height)
+            img.draft("RGB", (math.ceil(width * scale), math.ceil(height * scale)))
+        img.load()
+        img = ImageOps.exif_transpose(img) or img
+        img = _to_rgb(img)
+        if options.max_size and max(img.size) > options.max_size:
+            img.thumbnail((options.max_size, options.max_size), Image.Resampling.LANCZOS)
+        out = io.BytesIO()
+        if options.lossless:
+            img.save(out, "PNG")
+        else:
+            img.save(out, "JPEG", quality=options.quality)
+    except SkipItem:
+        raise
+    except Exception as e:  # see above: decoding untrusted bytes
+        raise _decode_error(e) from None
+    return out.getvalue(), img.height, img.width, False
+
+
+@dataclass(frozen=True)
+class ImageProcessor:
+    """Turns (relative path, path, label, size) items into image examples."""
+
+    options: ImageOptions
+
+    def process(self, item: tuple[str, str, int, int]) -> tuple[list[bytes], Mapping[str, float]]:
+        """One example per image; see `normalize_image` for what is kept and what is skipped."""
+        rel, path, label, _ = item
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise SkipItem("unreadable", e.strerror or str(e)) from None
+        encoded, height, width, kept = normalize_image(data, self.options)
+        example = encode_example(
+            {"image": encoded, "label": label, "path": rel, "height": height, "width": width}
+        )
+        return [example], {"height": height, "width": width, "reencoded": 0 if kept else 1}
+
+    def item_path(self, item: tuple[str, str, int, int]) -> str:
+        """The image's path relative to the source."""
+        return item[0]
+
+    def item_bytes(self, item: tuple[str, str, int, int]) -> int:
+        """The image file's size."""
+        return item[3]
+
+
+def _is_image_name(name: str) -> bool:
+    return os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
+
+
+def plan_image_dataset(
+    src: str,
+    out_dir: str,
+    options: ImageOptions,
+    *,
+    labels_file: str | None = None,
+    path_column: str | None = None,
+    label_column: str | None = None,
+    strict: bool = False,
+) -> DatasetPlan:
+    """List the source, assign labels and splits, and plan the shards.
+
+    Raises:
+        UsageError: no usable images, or a layout that has no labels.
+        InputError: with strict, the first bad input found while listing.
+    """
+    files, skips = walk_source(src, _is_image_name, "not an image")
+    placed = assign_splits(files, options.split)
+    labelled: list[tuple[str, SourceFile, str]] = []
+    extra_fingerprint = b""
+    if labels_file:
+        from feedgpu.converters.labels import read_label_file
+
+        label_of = read_label_file(labels_file, src, path_column, label_column)
+        extra_fingerprint = open(labels_file, "rb").read()
+        present = {f.rel for f in files}
+        for split, _, f in placed:
+            if f.rel in label_of:
+                labelled.append((split or "train", f, label_of[f.rel]))
+            else:
+                skips.append(Skip(f.rel, "no label", f"not listed in {os.path.basename(labels_file)}"))
+        skips += [Skip(rel, "missing file", f"listed in {os.path.basename(labels_file)}")
+                  for rel in sorted(set(label_of) - present)]
+    else:
+        for split, below, f in placed:
+            if "/" not in below or not split:
+                skips.append(Skip(f.rel, "no label", "not inside a class folder (or pass --labels)"))
+            else:
+                labelled.append((split, f, below.split("/", 1)[0]))
+    check_strict(skips, strict)
+    if not labelled:
+        raise UsageError(
+            f"no labelled images found in {src} ({len(skips)} files skipped); expected "
+            "SRC/CLASS/*.jpg, SRC/train/CLASS/*.jpg, or a flat folder with --labels FILE"
+        )
+    label_names = sort_labels(label for _, _, label in labelled)
+    index = {name: i for i, name in enumerate(label_names)}
+    name = fmt.sanitize_name(options.name or os.path.basename(os.path.abspath(src)))
+    tasks = []
+    for split in sorted({s for s, _, _ in labelled}, key=lambda s: (fmt.SPLITS + (s,)).index(s)):
+        members = [f for s, f, _ in labelled if s == split]
+        label_by_rel = {f.rel: index[label] for s, f, label in labelled if s == split}
+        tasks += plan_shards(
+            [(f.rel, f.path, label_by_rel[f.rel], f.size) for f in members],
+            name=name,
+            split=split,
+            total_bytes=sum(f.size for f in members),
+            target_shard_bytes=int(options.shard_size_mb * (1 << 20)),
+            num_shards=options.num_shards,
+            seed=options.seed,
+        )
+    all_jpeg = not options.lossless
+    return DatasetPlan(
+        out_dir=out_dir,
+        name=name,
+        converter="images",
+        source=src,
+        options={**asdict(options), "name": name, "labels_file": bool(labels_file)},
+        inputs_fingerprint=fingerprint_files(files, extra_fingerprint),
+        features=[
+            fmt.Feature("image", "string", kind="image", encoding="jpeg" if all_jpeg else None),
+            fmt.Feature("label", "int64", kind="class_label"),
+            fmt.Feature("path", "string", kind="text"),
+            fmt.Feature("height", "int64"),
+            fmt.Feature("width", "int64"),
+        ],
+        label_names=label_names,
+        supervised_keys=("image", "label"),
+        tasks=tasks,
+        listing_skips=skips,
+    )
+
+
+def convert_images(
+    src: str,
+    out_dir: str,
+    options: ImageOptions | None = None,
+    *,
+    labels_file: str | None = None,
+    path_column: str | None = None,
+    label_column: str | None = None,
+    workers: int | None = None,
+    strict: bool = False,
+    overwrite: bool = False,
+    quiet: bool = False,
+) -> ConversionReport:
+    """Convert an image folder into a sharded, TFDS-readable TFRecord dataset in out_dir.
+
+    Re-running after a crash finishes the job; re-running on a finished dataset is a no-op.
+    """
+    options = options or ImageOptions()
+    plan = plan_image_dataset(
+        src, out_dir, options, labels_file=labels_file, path_column=path_column,
+        label_column=label_column, strict=strict,
+    )
+    return write_dataset(
+        plan,
+        ImageProcessor(options),
+        workers=workers or default_workers(),
+        strict=strict,
+        overwrite=overwrite,
+        quiet=quiet,
+        unit="img",
+    )

@@ -1,0 +1,31 @@
+"""feedgpu: keep accelerators fed. Convert data to sharded TFRecords; build expert tf.data input.
+
+Importing feedgpu does not import TensorFlow; the functions that need it import it when called.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from feedgpu.conversion import ConversionReport
+from feedgpu.converters.images import ImageOptions, convert_images
+from feedgpu.errors import DatasetError, FeedgpuError, InputError, UsageError
+from feedgpu.format import Feature, read_manifest
+from feedgpu.samples import write_sample_images
+from feedgpu.verify import VerifyReport, verify_dataset
+
+__all__ = [
+    "ConversionReport",
+    "DatasetError",
+    "Feature",
+    "FeedgpuError",
+    "ImageOptions",
+    "InputError",
+    "UsageError",
+    "VerifyReport",
+    "__version__",
+    "convert_images",
+    "read_manifest",
+    "verify_dataset",
+    "write_sample_images",
+]

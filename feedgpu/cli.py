@@ -1,0 +1,175 @@
+"""The `feedgpu` command: argument parsing and printing only; the work is in the library.
+
+Nothing here imports TensorFlow at module load, so `feedgpu --help` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from feedgpu.errors import FeedgpuError, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors become `UsageError`, printed like every other error: one line, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see: {self.prog} --help)")
+
+
+def _common_output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", action="store_true", help="no progress bar or log lines")
+    p.add_argument("--json", action="store_true", help="print a machine-readable summary on stdout")
+
+
+def _build_parser() -> _Parser:
+    parser = _Parser(
+        prog="feedgpu",
+        description="Keep accelerators fed: convert data to sharded TFRecords, check it, feed it.",
+    )
+    from feedgpu import __version__
+
+    parser.add_argument("--version", action="version", version=f"feedgpu {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    convert = sub.add_parser("convert", help="convert a folder into a sharded TFRecord dataset")
+    kinds = convert.add_subparsers(dest="kind", required=True, parser_class=_Parser)
+    images = kinds.add_parser(
+        "images",
+        help="image folder -> TFRecords",
+        description="Convert SRC (class per sub-folder, optionally under train/validation/test, "
+        "or a flat folder with --labels) into sharded TFRecords in OUT, readable by TFDS. "
+        "Valid JPEGs are stored byte for byte; other images are normalised to RGB. "
+        "Bad files are skipped with a reason in OUT/skipped.jsonl. Re-running the same "
+        "command after a crash finishes the job.",
+    )
+    images.add_argument("src", metavar="SRC", help="folder of images")
+    images.add_argument("out", metavar="OUT", help="output folder (local path or gs://...)")
+    images.add_argument("--labels", metavar="FILE", help="CSV or JSONL with path and label columns")
+    images.add_argument("--path-column", help="label file column holding the image path")
+    images.add_argument("--label-column", help="label file column holding the class")
+    images.add_argument("--split", metavar="SPEC",
+                        help="hash split when SRC has no split folders, e.g. train=0.9,validation=0.1")
+    images.add_argument("--name", help="dataset name (default: SRC's folder name)")
+    images.add_argument("--quality", type=int, default=95, help="JPEG quality for re-encoded images")
+    images.add_argument("--lossless", action=argparse.BooleanOptionalAction, default=False,
+                        help="re-encode non-JPEG images as PNG instead of JPEG")
+    images.add_argument("--max-size", type=int, metavar="N", help="shrink the long side to N pixels")
+    images.add_argument("--verify", choices=("fast", "full"), default="fast",
+                        help="validate JPEGs with a 1/8-scale decode (fast) or a full decode")
+    images.add_argument("--max-pixels", type=int, default=None,
+                        help="skip larger images as decompression bombs (default: Pillow's limit)")
+    images.add_argument("--shard-size-mb", type=float, default=128, help="target shard size")
+    images.add_argument("--num-shards", type=int, help="shards per split (overrides --shard-size-mb)")
+    images.add_argument("--seed", type=int, default=0, help="seed of the assignment to shards")
+    images.add_argument("--workers", type=int, help="worker processes (default: all cores)")
+    images.add_argument("--strict", action=argparse.BooleanOptionalAction, default=False,
+                        help="stop at the first bad input instead of skipping it")
+    images.add_argument("--overwrite", action=argparse.BooleanOptionalAction, default=False,
+                        help="replace a dataset in OUT that was made with other options")
+    _common_output(images)
+    images.set_defaults(func=_convert_images)
+
+    verify = sub.add_parser("verify", help="re-read a dataset: CRCs, counts, optionally decode",
+                            description="Read every record of OUT (CRC checked) and compare "
+                            "with its manifest. Exit 1 if any problem is found.")
+    verify.add_argument("out", metavar="OUT", help="dataset folder")
+    verify.add_argument("--decode", action=argparse.BooleanOptionalAction, default=False,
+                        help="also decode every image")
+    _common_output(verify)
+    verify.set_defaults(func=_verify)
+
+    sample = sub.add_parser("sample-images", help="write a generated sample image folder",
+                            description="Write DIR/CLASS/NNNNN.jpg photo-like images, to try "
+                            "feedgpu without data of your own.")
+    sample.add_argument("dir", metavar="DIR")
+    sample.add_argument("--classes", type=int, default=4)
+    sample.add_argument("--per-class", type=int, default=100)
+    sample.add_argument("--seed", type=int, default=0)
+    sample.set_defaults(func=_sample_images)
+    return parser
+
+
+def _setup_logging(quiet: bool) -> None:
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
+                        format="feedgpu: %(message)s", stream=sys.stderr)
+
+
+def _convert_images(args: argparse.Namespace) -> int:
+    from feedgpu.converters.images import DEFAULT_MAX_PIXELS, ImageOptions, convert_images
+
+    options = ImageOptions(
+        quality=args.quality, lossless=args.lossless, max_size=args.max_size, verify=args.verify,
+        max_pixels=args.max_pixels or DEFAULT_MAX_PIXELS, split=args.split, seed=args.seed,
+        shard_size_mb=args.shard_size_mb, num_shards=args.num_shards, name=args.name,
+    )
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers {args.workers}: must be at least 1")
+    report = convert_images(
+        args.src, args.out, options, labels_file=args.labels, path_column=args.path_column,
+        label_column=args.label_column, workers=args.workers, strict=args.strict,
+        overwrite=args.overwrite, quiet=args.quiet or args.json,
+    )
+    if args.json:
+        _print_json(report.to_json())
+        return 0
+    if report.already_done:
+        print(f"{args.out}: already converted with these options and inputs; nothing to do")
+        return 0
+    summary = report.to_json()
+    splits = ", ".join(f"{k} {v}" for k, v in report.examples_by_split.items())
+    print(f"wrote {report.num_examples} images ({splits}) in {report.num_shards} shards, "
+          f"{report.num_bytes / 1e6:.1f} MB, {report.seconds:.1f} s ({summary['inputs_per_s']} files/s)")
+    if report.num_skipped:
+        reasons = ", ".join(f"{n} {r}" for r, n in report.skipped_by_reason.items())
+        print(f"skipped {report.num_skipped} files ({reasons}); see {args.out}/skipped.jsonl")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from feedgpu.verify import verify_dataset
+
+    report = verify_dataset(args.out, decode=args.decode, quiet=args.quiet or args.json)
+    if args.json:
+        _print_json(report.to_json())
+    else:
+        for problem in report.problems:
+            print(problem)
+        status = "ok" if report.ok else f"{len(report.problems)} problem(s)"
+        print(f"{args.out}: {report.num_records} records in {report.num_shards} shards: {status}")
+    return 0 if report.ok else 1
+
+
+def _sample_images(args: argparse.Namespace) -> int:
+    from feedgpu.samples import write_sample_images
+
+    n = write_sample_images(args.dir, num_classes=args.classes, images_per_class=args.per_class,
+                            seed=args.seed)
+    print(f"wrote {n} images in {args.classes} class folders under {args.dir}")
+    return 0
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=True))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0 ok, 1 failure, 2 usage error)."""
+    try:
+        args = _build_parser().parse_args(argv)
+        _setup_logging(getattr(args, "quiet", False) or getattr(args, "json", False))
+        return int(args.func(args))
+    except UsageError as e:
+        print(f"feedgpu: error: {e}", file=sys.stderr)
+        return 2
+    except FeedgpuError as e:
+        print(f"feedgpu: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("feedgpu: interrupted; re-run the same command to resume", file=sys.stderr)
+        return 130

@@ -1,0 +1,308 @@
+"""One conversion run: the output folder's state, resume, and the files written last.
+
+Order on disk is what makes a run crash-safe: shards appear (atomically) as they finish, then
+skipped.jsonl and the TFDS metadata, and the manifest last. A folder with a manifest is a finished
+dataset; one with a work folder is an interrupted run that the same command resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sys
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from feedgpu import format as fmt
+from feedgpu import storage
+from feedgpu.errors import DatasetError
+from feedgpu.shards import (
+    WORK_DIR,
+    ShardProcessor,
+    ShardResult,
+    ShardTask,
+    Skip,
+    Summary,
+    load_finished,
+    run_tasks,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DatasetPlan:
+    """Everything a converter decided before any example is written.
+
+    Attributes:
+        out_dir: the output folder.
+        name: dataset name (TFDS-safe).
+        converter: "images" or "text".
+        source: the input folder, as given.
+        options: the options that change the bytes written (compared on re-runs).
+        inputs_fingerprint: hash of the input listing (paths, sizes, mtimes).
+        features: the example fields.
+        label_names: class names, index = label.
+        supervised_keys: (input, label) feature names for `as_supervised=True`, if labelled.
+        tasks: the shards to write.
+        listing_skips: inputs rejected while listing (hidden, wrong extension, ...).
+        extra: converter-specific manifest fields (e.g. tokenizer identity).
+    """
+
+    out_dir: str
+    name: str
+    converter: str
+    source: str
+    options: Mapping[str, Any]
+    inputs_fingerprint: str
+    features: Sequence[fmt.Feature]
+    label_names: Sequence[str]
+    supervised_keys: tuple[str, str] | None
+    tasks: Sequence[ShardTask]
+    listing_skips: Sequence[Skip] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> str:
+        """Identity of the output: options plus inputs."""
+        key = json.dumps([self.options, self.inputs_fingerprint, self.name], sort_keys=True)
+        return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ConversionReport:
+    """What a run did, for the CLI's summary and `--json`."""
+
+    out_dir: str
+    already_done: bool
+    num_inputs: int
+    num_examples: int
+    num_skipped: int
+    skipped_by_reason: dict[str, int]
+    examples_by_split: dict[str, int]
+    num_shards: int
+    num_bytes: int
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        """Machine-readable summary."""
+        rate = self.num_inputs / self.seconds if self.seconds > 0 else 0.0
+        return {**self.__dict__, "inputs_per_s": round(rate, 1), "seconds": round(self.seconds, 3)}
+
+
+_METADATA_FILES = ("dataset_info.json", "features.json", fmt.MANIFEST, fmt.SKIPPED)
+
+
+def _remove_dataset(out_dir: str) -> None:
+    """Delete what feedgpu writes in out_dir, and nothing else."""
+    for name in storage.listdir(out_dir):
+        if (
+            fmt.is_shard_filename(name)
+            or ".tfrecord-" in name
+            and ".tmp-" in name
+            or name in _METADATA_FILES
+            or name.endswith(".labels.txt")
+            or name == WORK_DIR
+        ):
+            storage.remove(storage.join(out_dir, name))
+
+
+def _remove_temporaries(out_dir: str) -> None:
+    for name in storage.listdir(out_dir):
+        if ".tmp-" in name:
+            storage.remove(storage.join(out_dir, name))
+
+
+def _describe_change(old: Mapping[str, Any], plan: DatasetPlan) -> str:
+    changed = sorted(
+        k for k in set(old.get("options", {})) | set(plan.options)
+        if old.get("options", {}).get(k) != plan.options.get(k)
+    )
+    if changed:
+        pairs = ", ".join(f"{k} {old['options'].get(k)!r} -> {plan.options.get(k)!r}" for k in changed)
+        return f"options differ ({pairs})"
+    if old.get("inputs_fingerprint") != plan.inputs_fingerprint:
+        return "the input files changed"
+    return "the dataset name differs"
+
+
+def _prepare(plan: DatasetPlan, overwrite: bool) -> bool:
+    """Make out_dir ready for this plan; True if it already holds exactly this dataset."""
+    out = plan.out_dir
+    storage.makedirs(out)
+    names = storage.listdir(out)
+    if fmt.MANIFEST in names:
+        old = fmt.read_manifest(out)
+        shards_present = all(
+            s["file"] in names for sp in old.get("splits", {}).values() for s in sp["shards"]
+        )
+        if old.get("fingerprint") == plan.fingerprint and shards_present and not overwrite:
+            if WORK_DIR in names:
+                storage.remove(storage.join(out, WORK_DIR))
+            return True
+        if not overwrite:
+            why = _describe_change(old, plan) if shards_present else "shard files are missing"
+            raise DatasetError(
+                f"{out} already holds a feedgpu dataset but {why}; "
+                "use --overwrite to replace it, or choose another output folder"
+            )
+        _remove_dataset(out)
+    elif WORK_DIR in names:
+        plan_file = storage.join(out, WORK_DIR, "plan.json")
+        previous = json.loads(storage.read_bytes(plan_file)) if storage.exists(plan_file) else {}
+        if previous.get("fingerprint") != plan.fingerprint or overwrite:
+            logger.info("discarding an interrupted conversion made with other inputs or options")
+            _remove_dataset(out)
+    elif [n for n in names if not n.startswith(".")] and not overwrite:
+        raise DatasetError(
+            f"{out} is not empty and is not a feedgpu dataset; "
+            "choose an empty or new folder (or pass --overwrite to write into it anyway)"
+        )
+    _remove_temporaries(out)
+    storage.makedirs(storage.join(out, WORK_DIR))
+    fmt.write_json(storage.join(out, WORK_DIR, "plan.json"), {"fingerprint": plan.fingerprint})
+    return False
+
+
+def _progress_bar(total: int, unit: str, quiet: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total, unit=unit, disable=quiet, file=sys.stderr, dynamic_ncols=True, smoothing=0.1
+    )
+
+
+def _finalize(plan: DatasetPlan, results: Sequence[ShardResult]) -> dict[str, Any]:
+    """Write skipped.jsonl, TFDS metadata and, last, the manifest."""
+    out = plan.out_dir
+    by_file = {r.filename: r for r in results}
+    skips = sorted([*plan.listing_skips, *(s for r in results for s in r.skips)], key=lambda s: s.path)
+    lines = "".join(
+        json.dumps({"path": s.path, "reason": s.reason, "detail": s.detail}, ensure_ascii=False)
+        + "\n"
+        for s in skips
+    )
+    storage.write_atomic(storage.join(out, fmt.SKIPPED), lines.encode("utf-8"))
+
+    splits: dict[str, dict[str, Any]] = {}
+    summary = Summary()
+    for task in sorted(plan.tasks, key=lambda t: (fmt.SPLITS + (t.split,)).index(t.split)):
+        r = by_file[task.filename]
+        split = splits.setdefault(task.split, {"num_examples": 0, "num_bytes": 0, "shards": []})
+        split["shards"].append({"file": r.filename, "num_examples": r.num_records, "num_bytes": r.num_bytes})
+        split["num_examples"] += r.num_records
+        split["num_bytes"] += r.num_bytes
+        summary.merge(Summary(r.stats))
+    fmt.write_tfds_metadata(
+        out,
+        name=plan.name,
+        features=plan.features,
+        splits={k: [(s["num_examples"], s["num_bytes"]) for s in v["shards"]] for k, v in splits.items()},
+        label_names=plan.label_names,
+        supervised_keys=plan.supervised_keys,
+        description=f"Converted by feedgpu convert {plan.converter} from {plan.source}",
+    )
+    from feedgpu import __version__
+
+    manifest = {
+        "format_version": fmt.FORMAT_VERSION,
+        "name": plan.name,
+        "converter": plan.converter,
+        "source": plan.source,
+        "options": dict(plan.options),
+        "inputs_fingerprint": plan.inputs_fingerprint,
+        "fingerprint": plan.fingerprint,
+        "features": fmt.features_to_json(plan.features),
+        "label_names": list(plan.label_names),
+        "splits": splits,
+        "statistics": summary.to_json(),
+        "skipped": dict(sorted(Counter(s.reason for s in skips).items())),
+        "num_skipped": len(skips),
+        "versions": {"feedgpu": __version__, "python": sys.version.split()[0], **_library_versions()},
+        **plan.extra,
+    }
+    fmt.write_json(storage.join(out, fmt.MANIFEST), manifest)
+    storage.remove(storage.join(out, WORK_DIR))
+    return manifest
+
+
+def _library_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for dist in ("tensorflow", "pillow", "tokenizers"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def write_dataset(
+    plan: DatasetPlan,
+    processor: ShardProcessor,
+    *,
+    workers: int,
+    strict: bool = False,
+    overwrite: bool = False,
+    quiet: bool = False,
+    unit: str = "img",
+) -> ConversionReport:
+    """Write (or finish, or confirm) the dataset a plan describes.
+
+    Raises:
+        DatasetError: out_dir holds something else and overwrite is False.
+        InputError: strict and an input could not be converted.
+    """
+    start = time.perf_counter()
+    num_inputs = sum(len(t.items) for t in plan.tasks) + len(plan.listing_skips)
+    if _prepare(plan, overwrite):
+        manifest = fmt.read_manifest(plan.out_dir)
+        return _report(plan, manifest, already_done=True, seconds=time.perf_counter() - start,
+                       num_inputs=num_inputs)
+    finished = {t.filename: load_finished(plan.out_dir, t) for t in plan.tasks}
+    todo = [t for t in plan.tasks if finished[t.filename] is None]
+    if len(todo) < len(plan.tasks):
+        logger.info("resuming: %d of %d shards already written", len(plan.tasks) - len(todo), len(plan.tasks))
+    bar = _progress_bar(sum(len(t.items) for t in todo), unit, quiet)
+    mb = [0]
+
+    def on_progress(items: int, num_bytes: int) -> None:
+        mb[0] += num_bytes
+        elapsed = max(time.perf_counter() - start, 1e-6)
+        bar.set_postfix_str(f"{mb[0] / elapsed / 1e6:.1f} MB/s", refresh=False)
+        bar.update(items)
+
+    try:
+        results = run_tasks(todo, processor, plan.out_dir, workers=workers, strict=strict,
+                            on_progress=on_progress)
+    except BaseException:
+        _remove_temporaries(plan.out_dir)
+        raise
+    finally:
+        bar.close()
+    all_results = [*(r for r in finished.values() if r is not None), *results]
+    manifest = _finalize(plan, all_results)
+    return _report(plan, manifest, already_done=False, seconds=time.perf_counter() - start,
+                   num_inputs=num_inputs)
+
+
+def _report(plan: DatasetPlan, manifest: Mapping[str, Any], *, already_done: bool, seconds: float,
+            num_inputs: int) -> ConversionReport:
+    splits = manifest["splits"]
+    return ConversionReport(
+        out_dir=plan.out_dir,
+        already_done=already_done,
+        num_inputs=num_inputs,
+        num_examples=sum(s["num_examples"] for s in splits.values()),
+        num_skipped=manifest["num_skipped"],
+        skipped_by_reason=dict(manifest["skipped"]),
+        examples_by_split={k: v["num_examples"] for k, v in splits.items()},
+        num_shards=sum(len(v["shards"]) for v in splits.values()),
+        num_bytes=sum(v["num_bytes"] for v in splits.values()),
+        seconds=seconds,
+    )

@@ -1,0 +1,95 @@
+"""File access for local paths and, through `tf.io.gfile`, for URLs such as gs://.
+
+Local paths use the standard library, so converter workers never import TensorFlow; a path with a
+scheme (gs://, s3://, hdfs://) is handed to `tf.io.gfile`, imported only then.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import IO, Any
+
+
+def is_remote(path: str) -> bool:
+    """True for URLs (gs://bucket/x) that only `tf.io.gfile` can open."""
+    return "://" in path and not path.startswith("file://")
+
+
+def _gfile() -> Any:
+    import tensorflow as tf  # only for remote paths
+
+    return tf.io.gfile
+
+
+def join(*parts: str) -> str:
+    """Join path parts with '/' for URLs and os.path rules locally."""
+    if is_remote(parts[0]):
+        return "/".join(p.strip("/") if i else p.rstrip("/") for i, p in enumerate(parts))
+    return os.path.join(*parts)
+
+
+def open_file(path: str, mode: str) -> IO[Any]:
+    """Open a local or remote file."""
+    if is_remote(path):
+        return _gfile().GFile(path, mode)  # type: ignore[no-any-return]
+    return open(path, mode)  # noqa: SIM115 - caller owns the handle
+
+
+def exists(path: str) -> bool:
+    """True if a file or folder exists at path."""
+    return bool(_gfile().exists(path)) if is_remote(path) else os.path.exists(path)
+
+
+def makedirs(path: str) -> None:
+    """Create a folder and its parents; fine if it exists."""
+    if is_remote(path):
+        _gfile().makedirs(path)
+    else:
+        os.makedirs(path, exist_ok=True)
+
+
+def listdir(path: str) -> list[str]:
+    """Names in a folder, sorted; empty if the folder does not exist."""
+    if not exists(path):
+        return []
+    names = _gfile().listdir(path) if is_remote(path) else os.listdir(path)
+    return sorted(n.rstrip("/") for n in names)
+
+
+def replace(src: str, dst: str) -> None:
+    """Rename src to dst, replacing dst: the commit step of every atomic write."""
+    if is_remote(src):
+        _gfile().rename(src, dst, overwrite=True)
+    else:
+        os.replace(src, dst)
+
+
+def remove(path: str) -> None:
+    """Delete a file or a folder tree if it exists."""
+    if is_remote(path):
+        if _gfile().isdir(path):
+            _gfile().rmtree(path)
+        elif _gfile().exists(path):
+            _gfile().remove(path)
+    elif os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.remove(path)
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Write a whole small file under a temporary name, then rename it into place."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open_file(tmp, "wb") as f:
+        f.write(data)
+        if not is_remote(path):
+            f.flush()
+            os.fsync(f.fileno())
+    replace(tmp, path)
+
+
+def read_bytes(path: str) -> bytes:
+    """The whole content of a small file."""
+    with open_file(path, "rb") as f:
+        return f.read()  # type: ignore[no-any-return]

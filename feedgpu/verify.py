@@ -1,0 +1,99 @@
+"""`feedgpu verify`: re-read a converted dataset and check it against its manifest."""
+
+from __future__ import annotations
+
+import io
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from feedgpu import format as fmt
+from feedgpu import storage
+from feedgpu.records import RecordError, decode_example, read_records
+
+
+@dataclass
+class VerifyReport:
+    """Problems found, each naming the file and, where it applies, the record index."""
+
+    out_dir: str
+    num_shards: int = 0
+    num_records: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is wrong."""
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        """Machine-readable form."""
+        return {**self.__dict__, "ok": self.ok}
+
+
+def _check_image(data: bytes) -> str | None:
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.load()
+    except Exception as e:  # any decoder failure is a finding, not a crash
+        return f"image does not decode ({e})"
+    return None
+
+
+def verify_dataset(out_dir: str, *, decode: bool = False, quiet: bool = True) -> VerifyReport:
+    """Read every record (CRCs checked), compare counts with the manifest, optionally decode.
+
+    Raises:
+        DatasetError: out_dir has no readable manifest.
+    """
+    from tqdm import tqdm
+
+    manifest = fmt.read_manifest(out_dir)
+    report = VerifyReport(out_dir)
+    images = [f.name for f in fmt.features_from_manifest(manifest) if f.kind == "image"]
+    shards = [s for split in manifest["splits"].values() for s in split["shards"]]
+    listed = {s["file"] for s in shards}
+    for name in storage.listdir(out_dir):
+        if fmt.is_shard_filename(name) and name not in listed:
+            report.problems.append(f"{name}: shard file not listed in {fmt.MANIFEST}")
+    bar = tqdm(total=sum(s["num_bytes"] for s in shards), unit="B", unit_scale=True,
+               disable=quiet, file=sys.stderr)
+    for shard in shards:
+        path = storage.join(out_dir, shard["file"])
+        report.num_shards += 1
+        if not storage.exists(path):
+            report.problems.append(f"{shard['file']}: missing")
+            continue
+        count = 0
+        with storage.open_file(path, "rb") as f:
+            try:
+                for count, record in enumerate(read_records(f), 1):  # noqa: B007
+                    bar.update(len(record) + 16)
+                    if decode:
+                        problem = _check_record(record, images)
+                        if problem:
+                            report.problems.append(f"{shard['file']}: record {count - 1}: {problem}")
+            except RecordError as e:
+                report.problems.append(f"{shard['file']}: {e}")
+        report.num_records += count
+        if count != shard["num_examples"]:
+            report.problems.append(
+                f"{shard['file']}: {count} records readable, manifest says {shard['num_examples']}"
+            )
+    bar.close()
+    return report
+
+
+def _check_record(record: bytes, image_features: list[str]) -> str | None:
+    try:
+        example = decode_example(record)
+    except ValueError as e:
+        return f"not a valid tf.train.Example ({e})"
+    for name in image_features:
+        values = example.get(name) or [b""]
+        problem = _check_image(values[0] if isinstance(values[0], bytes) else b"")
+        if problem:
+            return problem
+    return None

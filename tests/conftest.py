@@ -1,0 +1,109 @@
+"""Generated test data: small seeded image folders, and every kind of bad input we promise to survive."""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from feedgpu.samples import make_image, write_sample_images
+
+SMALL_SIZES = ((64, 48), (48, 64), (80, 60))
+
+
+@pytest.fixture
+def image_folder(tmp_path: Path) -> Path:
+    """src/CLASS/NNNNN.jpg: 3 classes x 12 small photo-like JPEGs."""
+    src = tmp_path / "src"
+    write_sample_images(str(src), num_classes=3, images_per_class=12, sizes=SMALL_SIZES)
+    return src
+
+
+def _png_chunk(kind: bytes, body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+
+def png_bomb(width: int = 100_000, height: int = 100_000) -> bytes:
+    """A tiny PNG whose header claims width x height pixels."""
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    idat = zlib.compress(b"\0" * 16)
+    return b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", ihdr) + _png_chunk(b"IDAT", idat) + _png_chunk(b"IEND", b"")
+
+
+def jpeg_bytes(img: Image.Image, **kwargs: object) -> bytes:
+    out = io.BytesIO()
+    img.save(out, "JPEG", **kwargs)
+    return out.getvalue()
+
+
+# file -> the skip reason it must get (None: it must convert)
+NASTY_EXPECTED = {
+    "good/plain.jpg": None,
+    "good/progressive.jpg": None,
+    "good/grey.jpg": None,
+    "good/upper.JPEG": None,
+    "good/png_named.jpg": None,
+    "good/alpha.png": None,
+    "good/palette.gif": None,
+    "good/animated.gif": None,
+    "good/sixteen.png": None,
+    "good/cmyk.jpg": None,
+    "good/rotated.jpg": None,
+    "good/image.bmp": None,
+    "good/image.webp": None,
+    "good/image.tiff": None,
+    "bad/truncated.jpg": "truncated",
+    "bad/empty.jpg": "empty file",
+    "bad/text.jpg": "undecodable",
+    "bad/bomb.png": "decompression bomb",
+    "bad/broken_link.jpg": "broken symlink",
+    "bad/.hidden.jpg": "hidden",
+    "bad/notes.txt": "not an image",
+    "bad/loop": "symlink loop",
+    "stray.jpg": "no label",
+}
+
+
+@pytest.fixture
+def nasty_folder(tmp_path: Path) -> Path:
+    """A class-per-folder source holding every odd and broken file kind (see NASTY_EXPECTED)."""
+    src = tmp_path / "nasty"
+    (src / "good").mkdir(parents=True)
+    (src / "bad").mkdir()
+    photo = make_image(7, 60, 40)
+    assert isinstance(photo, Image.Image)
+    (src / "good/plain.jpg").write_bytes(jpeg_bytes(photo, quality=90))
+    (src / "good/progressive.jpg").write_bytes(jpeg_bytes(photo, progressive=True))
+    (src / "good/grey.jpg").write_bytes(jpeg_bytes(photo.convert("L")))
+    (src / "good/upper.JPEG").write_bytes(jpeg_bytes(photo))
+    photo.save(src / "good/png_named.jpg", "PNG")
+    rgba = photo.convert("RGBA")
+    rgba.putalpha(128)
+    rgba.save(src / "good/alpha.png")
+    photo.convert("P").save(src / "good/palette.gif")
+    frames = [make_image(i, 30, 20).convert("P") for i in range(3)]  # type: ignore[union-attr]
+    frames[0].save(src / "good/animated.gif", save_all=True, append_images=frames[1:])
+    Image.new("I;16", (32, 24), 40000).save(src / "good/sixteen.png")
+    (src / "good/cmyk.jpg").write_bytes(jpeg_bytes(photo.convert("CMYK")))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 degrees on display
+    (src / "good/rotated.jpg").write_bytes(jpeg_bytes(photo, exif=exif.tobytes()))
+    photo.save(src / "good/image.bmp")
+    photo.save(src / "good/image.webp")
+    photo.save(src / "good/image.tiff")
+    good = jpeg_bytes(make_image(8, 120, 90))  # type: ignore[arg-type]
+    (src / "bad/truncated.jpg").write_bytes(good[: len(good) // 2])
+    (src / "bad/empty.jpg").write_bytes(b"")
+    (src / "bad/text.jpg").write_text("this is not an image\n")
+    (src / "bad/bomb.png").write_bytes(png_bomb())
+    os.symlink(src / "bad/missing.jpg", src / "bad/broken_link.jpg")
+    (src / "bad/.hidden.jpg").write_bytes(good)
+    (src / "bad/notes.txt").write_text("notes")
+    os.symlink(src / "bad", src / "bad/loop")
+    (src / "stray.jpg").write_bytes(good)
+    return src

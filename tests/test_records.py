@@ -1,0 +1,79 @@
+"""Our Example and TFRecord bytes against TensorFlow's own."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import tensorflow as tf
+
+from feedgpu.records import RecordError, decode_example, encode_example, frame_record, read_records
+
+FEATURES = {
+    "image": b"\x00\xffbytes",
+    "label": 3,
+    "path": "ünï/cödé.jpg",
+    "ids": [0, 1, 127, 128, 300, 2**40, -1, -(2**63)],
+    "empty": [],
+    "score": 0.5,
+    "scores": [1.5, -2.25],
+    "names": [b"a", b"bc"],
+}
+
+
+def test_encode_example_equals_tensorflow_message() -> None:
+    def tf_feature(v: object) -> tf.train.Feature:
+        if isinstance(v, (bytes, str)):
+            v = [v.encode() if isinstance(v, str) else v]
+        if isinstance(v, int):
+            v = [v]
+        if isinstance(v, float):
+            v = [v]
+        assert isinstance(v, list)
+        if v and isinstance(v[0], bytes):
+            return tf.train.Feature(bytes_list=tf.train.BytesList(value=v))
+        if v and isinstance(v[0], float):
+            return tf.train.Feature(float_list=tf.train.FloatList(value=v))
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+
+    expected = tf.train.Example(
+        features=tf.train.Features(feature={k: tf_feature(v) for k, v in FEATURES.items()})
+    )
+    ours = encode_example(FEATURES)
+    assert tf.train.Example.FromString(ours) == expected
+    # Field by field, the bytes are protobuf's own (map order aside: upb sorts "scores" first).
+    for name, value in FEATURES.items():
+        single = tf.train.Example(features=tf.train.Features(feature={name: tf_feature(value)}))
+        assert encode_example({name: value}) == single.SerializeToString()
+
+
+def test_decode_example_round_trips() -> None:
+    parsed = decode_example(encode_example(FEATURES))
+    assert parsed["ids"] == FEATURES["ids"]
+    assert parsed["path"] == [FEATURES["path"].encode()]  # type: ignore[union-attr]
+    assert parsed["scores"] == [1.5, -2.25]
+    assert parsed["empty"] == []
+    assert parsed["label"] == [3]
+
+
+def test_framed_records_read_by_tensorflow(tmp_path) -> None:
+    path = tmp_path / "x.tfrecord"
+    payloads = [b"", b"a", b"x" * 100_000]
+    path.write_bytes(b"".join(frame_record(p) for p in payloads))
+    assert [r.numpy() for r in tf.data.TFRecordDataset(str(path))] == payloads
+    with open(path, "rb") as f:
+        assert list(read_records(f)) == payloads
+
+
+def test_read_records_reads_tensorflow_output_and_locates_damage(tmp_path) -> None:
+    path = str(tmp_path / "tf.tfrecord")
+    with tf.io.TFRecordWriter(path) as w:
+        for i in range(5):
+            w.write(f"record {i}".encode())
+    data = bytearray(open(path, "rb").read())
+    assert len(list(read_records(io.BytesIO(bytes(data))))) == 5
+    data[-6] ^= 0x01  # inside the last record's payload
+    with pytest.raises(RecordError, match="record 4 .*data CRC mismatch"):
+        list(read_records(io.BytesIO(bytes(data))))
+    with pytest.raises(RecordError, match="record 4 .*truncated"):
+        list(read_records(io.BytesIO(bytes(data[:-3]))))
