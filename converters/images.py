@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from feedgpu import format as fmt
+from feedgpu.conversion import ConversionReport, DatasetPlan, write_dataset
 from feedgpu.converters.listing import (
     SourceFile,
     assign_splits,
@@ -22,8 +24,6 @@ from feedgpu.converters.listing import (
     sort_labels,
     walk_source,
 )
-from feedgpu import format as fmt
-from feedgpu.conversion import ConversionReport, DatasetPlan, write_dataset
 from feedgpu.errors import UsageError
 from feedgpu.records import encode_example
 from feedgpu.shards import Skip, SkipItem, default_workers, plan_shards
@@ -119,7 +119,7 @@ def normalize_image(data: bytes, options: ImageOptions) -> tuple[bytes, int, int
     try:
         with warnings.catch_warnings():  # Pillow warns between 1x and 2x the limit: a skip here
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            img = Image.open(io.BytesIO(data))
+            img: Any = Image.open(io.BytesIO(data))
     except UnidentifiedImageError:
         raise SkipItem("undecodable", "content is not a known image format") from None
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
@@ -135,15 +135,16 @@ def normalize_image(data: bytes, options: ImageOptions) -> tuple[bytes, int, int
         )
     try:
         fits = options.max_size is None or max(width, height) <= options.max_size
-        if img.format == "JPEG" and img.mode in ("RGB", "L") and fits:
-            if img.getexif().get(_EXIF_ORIENTATION, 1) == 1:
-                if options.verify == "fast":  # DCT scaling: 1/8 size, still reads every byte
-                    img.draft(img.mode, (math.ceil(width / 8), math.ceil(height / 8)))
-                img.load()
-                return data, height, width, True
+        upright = img.getexif().get(_EXIF_ORIENTATION, 1) == 1
+        if img.format == "JPEG" and img.mode in ("RGB", "L") and fits and upright:
+            if options.verify == "fast":  # DCT scaling: 1/8 size, still reads every byte
+                # Pillow picks the scale from floor(size / request): ask for floor(size / 8).
+                img.draft(img.mode, (max(1, width // 8), max(1, height // 8)))
+            img.load()
+            return data, height, width, True
         if options.max_size and not fits and img.format == "JPEG":
-            scale = options.max_size / max(width, height)
-            img.draft("RGB", (math.ceil(width * scale), math.ceil(height * scale)))
+            scale = options.max_size / max(width, height)  # decode no larger than needed
+            img.draft(img.mode, (math.ceil(width * scale), math.ceil(height * scale)))
         img.load()
         img = ImageOps.exif_transpose(img) or img
         img = _to_rgb(img)
@@ -218,19 +219,26 @@ def plan_image_dataset(
         from feedgpu.converters.labels import read_label_file
 
         label_of = read_label_file(labels_file, src, path_column, label_column)
-        extra_fingerprint = open(labels_file, "rb").read()
+        with open(labels_file, "rb") as labels_stream:
+            extra_fingerprint = labels_stream.read()
         present = {f.rel for f in files}
         for split, _, f in placed:
             if f.rel in label_of:
                 labelled.append((split or "train", f, label_of[f.rel]))
             else:
-                skips.append(Skip(f.rel, "no label", f"not listed in {os.path.basename(labels_file)}"))
-        skips += [Skip(rel, "missing file", f"listed in {os.path.basename(labels_file)}")
-                  for rel in sorted(set(label_of) - present)]
+                skips.append(
+                    Skip(f.rel, "no label", f"not listed in {os.path.basename(labels_file)}")
+                )
+        skips += [
+            Skip(rel, "missing file", f"listed in {os.path.basename(labels_file)}")
+            for rel in sorted(set(label_of) - present)
+        ]
     else:
         for split, below, f in placed:
             if "/" not in below or not split:
-                skips.append(Skip(f.rel, "no label", "not inside a class folder (or pass --labels)"))
+                skips.append(
+                    Skip(f.rel, "no label", "not inside a class folder (or pass --labels)")
+                )
             else:
                 labelled.append((split, f, below.split("/", 1)[0]))
     check_strict(skips, strict)
@@ -243,7 +251,7 @@ def plan_image_dataset(
     index = {name: i for i, name in enumerate(label_names)}
     name = fmt.sanitize_name(options.name or os.path.basename(os.path.abspath(src)))
     tasks = []
-    for split in sorted({s for s, _, _ in labelled}, key=lambda s: (fmt.SPLITS + (s,)).index(s)):
+    for split in sorted({s for s, _, _ in labelled}, key=fmt.split_order):
         members = [f for s, f, _ in labelled if s == split]
         label_by_rel = {f.rel: index[label] for s, f, label in labelled if s == split}
         tasks += plan_shards(
@@ -296,8 +304,13 @@ def convert_images(
     """
     options = options or ImageOptions()
     plan = plan_image_dataset(
-        src, out_dir, options, labels_file=labels_file, path_column=path_column,
-        label_column=label_column, strict=strict,
+        src,
+        out_dir,
+        options,
+        labels_file=labels_file,
+        path_column=path_column,
+        label_column=label_column,
+        strict=strict,
     )
     return write_dataset(
         plan,

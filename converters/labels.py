@@ -13,7 +13,9 @@ PATH_COLUMNS = ("path", "file", "filename", "file_name", "image", "image_path", 
 LABEL_COLUMNS = ("label", "class", "category", "class_name", "label_name")
 
 
-def _pick(columns: list[str], wanted: str | None, candidates: tuple[str, ...], what: str, file: str) -> str:
+def _pick(
+    columns: list[str], wanted: str | None, candidates: tuple[str, ...], what: str, file: str
+) -> str:
     if wanted:
         if wanted not in columns:
             raise UsageError(f"{file}: no column {wanted!r} (columns: {', '.join(columns)})")
@@ -54,7 +56,7 @@ def read_label_file(
                     try:
                         row = json.loads(line)
                     except ValueError as e:
-                        raise UsageError(f"{file}:{number}: not a JSON object ({e.msg})") from None
+                        raise UsageError(f"{file}:{number}: not a JSON object ({e})") from None
                     if not isinstance(row, dict):
                         raise UsageError(f"{file}:{number}: expected a JSON object per line")
                     rows.append((number, row))
@@ -79,6 +81,8 @@ def read_label_file(
         rel = normalize_rel(str(path), src)
         label = str(label).strip()
         if labels.get(rel, label) != label:
-            raise UsageError(f"{file}:{number}: {rel} has two labels, {labels[rel]!r} and {label!r}")
+            raise UsageError(
+                f"{file}:{number}: {rel} has two labels, {labels[rel]!r} and {label!r}"
+            )
         labels[rel] = label
     return labels

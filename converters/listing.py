@@ -15,8 +15,13 @@ from dataclasses import dataclass
 from feedgpu.errors import InputError, UsageError
 from feedgpu.shards import Skip
 
-SPLIT_FOLDERS = {"train": "train", "validation": "validation", "val": "validation",
-                 "valid": "validation", "test": "test"}
+SPLIT_FOLDERS = {
+    "train": "train",
+    "validation": "validation",
+    "val": "validation",
+    "valid": "validation",
+    "test": "test",
+}
 # Reasons that are not errors in a user's folder: --strict does not stop for them.
 BENIGN_REASONS = frozenset({"hidden", "not an image", "not a text file"})
 
@@ -38,7 +43,9 @@ class SourceFile:
     mtime_ns: int
 
 
-def walk_source(src: str, accept: Callable[[str], bool], reject_reason: str) -> tuple[list[SourceFile], list[Skip]]:
+def walk_source(
+    src: str, accept: Callable[[str], bool], reject_reason: str
+) -> tuple[list[SourceFile], list[Skip]]:
     """All regular files under src, following symlinks, sorted by relative path.
 
     Args:
@@ -53,9 +60,7 @@ def walk_source(src: str, accept: Callable[[str], bool], reject_reason: str) -> 
     skips: list[Skip] = []
     root_stat = os.stat(src)
     seen = {(root_stat.st_dev, root_stat.st_ino)}
-    stack: list[tuple[str, str, frozenset[tuple[int, int]]]] = [
-        ("", src, frozenset(seen))
-    ]
+    stack: list[tuple[str, str, frozenset[tuple[int, int]]]] = [("", src, frozenset(seen))]
     while stack:
         rel_dir, abs_dir, ancestors = stack.pop()
         try:
@@ -73,7 +78,9 @@ def walk_source(src: str, accept: Callable[[str], bool], reject_reason: str) -> 
             try:
                 st = os.stat(entry.path)  # follows symlinks
             except FileNotFoundError:
-                skips.append(Skip(rel, "broken symlink", f"points to missing {os.readlink(entry.path)}"))
+                skips.append(
+                    Skip(rel, "broken symlink", f"points to missing {os.readlink(entry.path)}")
+                )
                 continue
             except OSError as e:
                 skips.append(Skip(rel, "unreadable", e.strerror or str(e)))
@@ -83,14 +90,22 @@ def walk_source(src: str, accept: Callable[[str], bool], reject_reason: str) -> 
                 if key in ancestors:
                     skips.append(Skip(rel, "symlink loop", "links back to a folder above it"))
                 elif key in seen:
-                    skips.append(Skip(rel, "duplicate folder", "a symlink to a folder already read"))
+                    skips.append(
+                        Skip(rel, "duplicate folder", "a symlink to a folder already read")
+                    )
                 else:
                     seen.add(key)
                     subdirs.append((rel, entry.path, ancestors | {key}))
             elif not entry.is_file():
                 skips.append(Skip(rel, "not a regular file", "device, socket or pipe"))
             elif not accept(entry.name):
-                skips.append(Skip(rel, reject_reason, f"extension {os.path.splitext(entry.name)[1] or '(none)'}"))
+                skips.append(
+                    Skip(
+                        rel,
+                        reject_reason,
+                        f"extension {os.path.splitext(entry.name)[1] or '(none)'}",
+                    )
+                )
             else:
                 files.append(SourceFile(rel, entry.path, st.st_size, st.st_mtime_ns))
         stack.extend(reversed(subdirs))
@@ -117,11 +132,17 @@ def parse_split_fractions(spec: str) -> dict[str, float]:
         try:
             fractions[name] = float(value)
         except ValueError:
-            raise UsageError(f"--split {spec!r}: {part!r} is not NAME=FRACTION (e.g. train=0.9)") from None
+            raise UsageError(
+                f"--split {spec!r}: {part!r} is not NAME=FRACTION (e.g. train=0.9)"
+            ) from None
         if not name.isidentifier() or fractions[name] < 0:
-            raise UsageError(f"--split {spec!r}: bad split {part!r}; use names like train, validation")
+            raise UsageError(
+                f"--split {spec!r}: bad split {part!r}; use names like train, validation"
+            )
     if abs(sum(fractions.values()) - 1) > 1e-6:
-        raise UsageError(f"--split {spec!r}: fractions add up to {sum(fractions.values()):g}, not 1")
+        raise UsageError(
+            f"--split {spec!r}: fractions add up to {sum(fractions.values()):g}, not 1"
+        )
     return fractions
 
 
@@ -142,7 +163,9 @@ def split_folders(files: Iterable[SourceFile]) -> bool:
     return bool(tops) and all(t in SPLIT_FOLDERS for t in tops)
 
 
-def assign_splits(files: list[SourceFile], split_spec: str | None) -> list[tuple[str, str, SourceFile]]:
+def assign_splits(
+    files: list[SourceFile], split_spec: str | None
+) -> list[tuple[str, str, SourceFile]]:
     """(split, path below the split folder, file) for each file.
 
     Raises:

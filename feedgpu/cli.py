@@ -53,40 +53,79 @@ def _build_parser() -> _Parser:
     images.add_argument("--labels", metavar="FILE", help="CSV or JSONL with path and label columns")
     images.add_argument("--path-column", help="label file column holding the image path")
     images.add_argument("--label-column", help="label file column holding the class")
-    images.add_argument("--split", metavar="SPEC",
-                        help="hash split when SRC has no split folders, e.g. train=0.9,validation=0.1")
+    images.add_argument(
+        "--split",
+        metavar="SPEC",
+        help="hash split when SRC has no split folders, e.g. train=0.9,validation=0.1",
+    )
     images.add_argument("--name", help="dataset name (default: SRC's folder name)")
-    images.add_argument("--quality", type=int, default=95, help="JPEG quality for re-encoded images")
-    images.add_argument("--lossless", action=argparse.BooleanOptionalAction, default=False,
-                        help="re-encode non-JPEG images as PNG instead of JPEG")
-    images.add_argument("--max-size", type=int, metavar="N", help="shrink the long side to N pixels")
-    images.add_argument("--verify", choices=("fast", "full"), default="fast",
-                        help="validate JPEGs with a 1/8-scale decode (fast) or a full decode")
-    images.add_argument("--max-pixels", type=int, default=None,
-                        help="skip larger images as decompression bombs (default: Pillow's limit)")
+    images.add_argument(
+        "--quality", type=int, default=95, help="JPEG quality for re-encoded images"
+    )
+    images.add_argument(
+        "--lossless",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="re-encode non-JPEG images as PNG instead of JPEG",
+    )
+    images.add_argument(
+        "--max-size", type=int, metavar="N", help="shrink the long side to N pixels"
+    )
+    images.add_argument(
+        "--verify",
+        choices=("fast", "full"),
+        default="fast",
+        help="validate JPEGs with a 1/8-scale decode (fast) or a full decode",
+    )
+    images.add_argument(
+        "--max-pixels",
+        type=int,
+        default=None,
+        help="skip larger images as decompression bombs (default: Pillow's limit)",
+    )
     images.add_argument("--shard-size-mb", type=float, default=128, help="target shard size")
-    images.add_argument("--num-shards", type=int, help="shards per split (overrides --shard-size-mb)")
+    images.add_argument(
+        "--num-shards", type=int, help="shards per split (overrides --shard-size-mb)"
+    )
     images.add_argument("--seed", type=int, default=0, help="seed of the assignment to shards")
     images.add_argument("--workers", type=int, help="worker processes (default: all cores)")
-    images.add_argument("--strict", action=argparse.BooleanOptionalAction, default=False,
-                        help="stop at the first bad input instead of skipping it")
-    images.add_argument("--overwrite", action=argparse.BooleanOptionalAction, default=False,
-                        help="replace a dataset in OUT that was made with other options")
+    images.add_argument(
+        "--strict",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="stop at the first bad input instead of skipping it",
+    )
+    images.add_argument(
+        "--overwrite",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="replace a dataset in OUT that was made with other options",
+    )
     _common_output(images)
     images.set_defaults(func=_convert_images)
 
-    verify = sub.add_parser("verify", help="re-read a dataset: CRCs, counts, optionally decode",
-                            description="Read every record of OUT (CRC checked) and compare "
-                            "with its manifest. Exit 1 if any problem is found.")
+    verify = sub.add_parser(
+        "verify",
+        help="re-read a dataset: CRCs, counts, optionally decode",
+        description="Read every record of OUT (CRC checked) and compare "
+        "with its manifest. Exit 1 if any problem is found.",
+    )
     verify.add_argument("out", metavar="OUT", help="dataset folder")
-    verify.add_argument("--decode", action=argparse.BooleanOptionalAction, default=False,
-                        help="also decode every image")
+    verify.add_argument(
+        "--decode",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="also decode every image",
+    )
     _common_output(verify)
     verify.set_defaults(func=_verify)
 
-    sample = sub.add_parser("sample-images", help="write a generated sample image folder",
-                            description="Write DIR/CLASS/NNNNN.jpg photo-like images, to try "
-                            "feedgpu without data of your own.")
+    sample = sub.add_parser(
+        "sample-images",
+        help="write a generated sample image folder",
+        description="Write DIR/CLASS/NNNNN.jpg photo-like images, to try "
+        "feedgpu without data of your own.",
+    )
     sample.add_argument("dir", metavar="DIR")
     sample.add_argument("--classes", type=int, default=4)
     sample.add_argument("--per-class", type=int, default=100)
@@ -96,24 +135,41 @@ def _build_parser() -> _Parser:
 
 
 def _setup_logging(quiet: bool) -> None:
-    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
-                        format="feedgpu: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO,
+        format="feedgpu: %(message)s",
+        stream=sys.stderr,
+    )
 
 
 def _convert_images(args: argparse.Namespace) -> int:
     from feedgpu.converters.images import DEFAULT_MAX_PIXELS, ImageOptions, convert_images
 
     options = ImageOptions(
-        quality=args.quality, lossless=args.lossless, max_size=args.max_size, verify=args.verify,
-        max_pixels=args.max_pixels or DEFAULT_MAX_PIXELS, split=args.split, seed=args.seed,
-        shard_size_mb=args.shard_size_mb, num_shards=args.num_shards, name=args.name,
+        quality=args.quality,
+        lossless=args.lossless,
+        max_size=args.max_size,
+        verify=args.verify,
+        max_pixels=args.max_pixels or DEFAULT_MAX_PIXELS,
+        split=args.split,
+        seed=args.seed,
+        shard_size_mb=args.shard_size_mb,
+        num_shards=args.num_shards,
+        name=args.name,
     )
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers {args.workers}: must be at least 1")
     report = convert_images(
-        args.src, args.out, options, labels_file=args.labels, path_column=args.path_column,
-        label_column=args.label_column, workers=args.workers, strict=args.strict,
-        overwrite=args.overwrite, quiet=args.quiet or args.json,
+        args.src,
+        args.out,
+        options,
+        labels_file=args.labels,
+        path_column=args.path_column,
+        label_column=args.label_column,
+        workers=args.workers,
+        strict=args.strict,
+        overwrite=args.overwrite,
+        quiet=args.quiet or args.json,
     )
     if args.json:
         _print_json(report.to_json())
@@ -123,8 +179,11 @@ def _convert_images(args: argparse.Namespace) -> int:
         return 0
     summary = report.to_json()
     splits = ", ".join(f"{k} {v}" for k, v in report.examples_by_split.items())
-    print(f"wrote {report.num_examples} images ({splits}) in {report.num_shards} shards, "
-          f"{report.num_bytes / 1e6:.1f} MB, {report.seconds:.1f} s ({summary['inputs_per_s']} files/s)")
+    print(
+        f"wrote {report.num_examples} images ({splits}) in {report.num_shards} shards, "
+        f"{report.num_bytes / 1e6:.1f} MB in {report.seconds:.1f} s "
+        f"({summary['inputs_per_s']} files/s)"
+    )
     if report.num_skipped:
         reasons = ", ".join(f"{n} {r}" for r, n in report.skipped_by_reason.items())
         print(f"skipped {report.num_skipped} files ({reasons}); see {args.out}/skipped.jsonl")
@@ -148,8 +207,9 @@ def _verify(args: argparse.Namespace) -> int:
 def _sample_images(args: argparse.Namespace) -> int:
     from feedgpu.samples import write_sample_images
 
-    n = write_sample_images(args.dir, num_classes=args.classes, images_per_class=args.per_class,
-                            seed=args.seed)
+    n = write_sample_images(
+        args.dir, num_classes=args.classes, images_per_class=args.per_class, seed=args.seed
+    )
     print(f"wrote {n} images in {args.classes} class folders under {args.dir}")
     return 0
 

@@ -102,8 +102,7 @@ def _remove_dataset(out_dir: str) -> None:
     for name in storage.listdir(out_dir):
         if (
             fmt.is_shard_filename(name)
-            or ".tfrecord-" in name
-            and ".tmp-" in name
+            or (".tfrecord-" in name and ".tmp-" in name)
             or name in _METADATA_FILES
             or name.endswith(".labels.txt")
             or name == WORK_DIR
@@ -119,11 +118,14 @@ def _remove_temporaries(out_dir: str) -> None:
 
 def _describe_change(old: Mapping[str, Any], plan: DatasetPlan) -> str:
     changed = sorted(
-        k for k in set(old.get("options", {})) | set(plan.options)
+        k
+        for k in set(old.get("options", {})) | set(plan.options)
         if old.get("options", {}).get(k) != plan.options.get(k)
     )
     if changed:
-        pairs = ", ".join(f"{k} {old['options'].get(k)!r} -> {plan.options.get(k)!r}" for k in changed)
+        pairs = ", ".join(
+            f"{k} {old['options'].get(k)!r} -> {plan.options.get(k)!r}" for k in changed
+        )
         return f"options differ ({pairs})"
     if old.get("inputs_fingerprint") != plan.inputs_fingerprint:
         return "the input files changed"
@@ -171,6 +173,7 @@ def _prepare(plan: DatasetPlan, overwrite: bool) -> bool:
 def _progress_bar(total: int, unit: str, quiet: bool) -> Any:
     from tqdm import tqdm
 
+    tqdm.monitor_interval = 0  # no monitor thread: worker processes may be forked after this
     return tqdm(
         total=total, unit=unit, disable=quiet, file=sys.stderr, dynamic_ncols=True, smoothing=0.1
     )
@@ -180,7 +183,9 @@ def _finalize(plan: DatasetPlan, results: Sequence[ShardResult]) -> dict[str, An
     """Write skipped.jsonl, TFDS metadata and, last, the manifest."""
     out = plan.out_dir
     by_file = {r.filename: r for r in results}
-    skips = sorted([*plan.listing_skips, *(s for r in results for s in r.skips)], key=lambda s: s.path)
+    skips = sorted(
+        [*plan.listing_skips, *(s for r in results for s in r.skips)], key=lambda s: s.path
+    )
     lines = "".join(
         json.dumps({"path": s.path, "reason": s.reason, "detail": s.detail}, ensure_ascii=False)
         + "\n"
@@ -190,10 +195,12 @@ def _finalize(plan: DatasetPlan, results: Sequence[ShardResult]) -> dict[str, An
 
     splits: dict[str, dict[str, Any]] = {}
     summary = Summary()
-    for task in sorted(plan.tasks, key=lambda t: (fmt.SPLITS + (t.split,)).index(t.split)):
+    for task in sorted(plan.tasks, key=lambda t: fmt.split_order(t.split)):
         r = by_file[task.filename]
         split = splits.setdefault(task.split, {"num_examples": 0, "num_bytes": 0, "shards": []})
-        split["shards"].append({"file": r.filename, "num_examples": r.num_records, "num_bytes": r.num_bytes})
+        split["shards"].append(
+            {"file": r.filename, "num_examples": r.num_records, "num_bytes": r.num_bytes}
+        )
         split["num_examples"] += r.num_records
         split["num_bytes"] += r.num_bytes
         summary.merge(Summary(r.stats))
@@ -201,7 +208,9 @@ def _finalize(plan: DatasetPlan, results: Sequence[ShardResult]) -> dict[str, An
         out,
         name=plan.name,
         features=plan.features,
-        splits={k: [(s["num_examples"], s["num_bytes"]) for s in v["shards"]] for k, v in splits.items()},
+        splits={
+            k: [(s["num_examples"], s["num_bytes"]) for s in v["shards"]] for k, v in splits.items()
+        },
         label_names=plan.label_names,
         supervised_keys=plan.supervised_keys,
         description=f"Converted by feedgpu convert {plan.converter} from {plan.source}",
@@ -222,7 +231,11 @@ def _finalize(plan: DatasetPlan, results: Sequence[ShardResult]) -> dict[str, An
         "statistics": summary.to_json(),
         "skipped": dict(sorted(Counter(s.reason for s in skips).items())),
         "num_skipped": len(skips),
-        "versions": {"feedgpu": __version__, "python": sys.version.split()[0], **_library_versions()},
+        "versions": {
+            "feedgpu": __version__,
+            "python": sys.version.split()[0],
+            **_library_versions(),
+        },
         **plan.extra,
     }
     fmt.write_json(storage.join(out, fmt.MANIFEST), manifest)
@@ -262,12 +275,21 @@ def write_dataset(
     num_inputs = sum(len(t.items) for t in plan.tasks) + len(plan.listing_skips)
     if _prepare(plan, overwrite):
         manifest = fmt.read_manifest(plan.out_dir)
-        return _report(plan, manifest, already_done=True, seconds=time.perf_counter() - start,
-                       num_inputs=num_inputs)
+        return _report(
+            plan,
+            manifest,
+            already_done=True,
+            seconds=time.perf_counter() - start,
+            num_inputs=num_inputs,
+        )
     finished = {t.filename: load_finished(plan.out_dir, t) for t in plan.tasks}
     todo = [t for t in plan.tasks if finished[t.filename] is None]
     if len(todo) < len(plan.tasks):
-        logger.info("resuming: %d of %d shards already written", len(plan.tasks) - len(todo), len(plan.tasks))
+        logger.info(
+            "resuming: %d of %d shards already written",
+            len(plan.tasks) - len(todo),
+            len(plan.tasks),
+        )
     bar = _progress_bar(sum(len(t.items) for t in todo), unit, quiet)
     mb = [0]
 
@@ -278,8 +300,9 @@ def write_dataset(
         bar.update(items)
 
     try:
-        results = run_tasks(todo, processor, plan.out_dir, workers=workers, strict=strict,
-                            on_progress=on_progress)
+        results = run_tasks(
+            todo, processor, plan.out_dir, workers=workers, strict=strict, on_progress=on_progress
+        )
     except BaseException:
         _remove_temporaries(plan.out_dir)
         raise
@@ -287,12 +310,23 @@ def write_dataset(
         bar.close()
     all_results = [*(r for r in finished.values() if r is not None), *results]
     manifest = _finalize(plan, all_results)
-    return _report(plan, manifest, already_done=False, seconds=time.perf_counter() - start,
-                   num_inputs=num_inputs)
+    return _report(
+        plan,
+        manifest,
+        already_done=False,
+        seconds=time.perf_counter() - start,
+        num_inputs=num_inputs,
+    )
 
 
-def _report(plan: DatasetPlan, manifest: Mapping[str, Any], *, already_done: bool, seconds: float,
-            num_inputs: int) -> ConversionReport:
+def _report(
+    plan: DatasetPlan,
+    manifest: Mapping[str, Any],
+    *,
+    already_done: bool,
+    seconds: float,
+    num_inputs: int,
+) -> ConversionReport:
     splits = manifest["splits"]
     return ConversionReport(
         out_dir=plan.out_dir,

@@ -21,7 +21,9 @@ FORMAT_VERSION = 1
 SPLITS = ("train", "validation", "test")
 # TFDS parses NAME-SPLIT.tfrecord-XXXXX-of-YYYYY; a dash in NAME breaks that parse.
 FILE_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
-_SHARD_RE = re.compile(r"^(?P<name>[A-Za-z0-9_]+)-(?P<split>[A-Za-z0-9_]+)\.tfrecord-(\d{5})-of-(\d{5})$")
+_SHARD_RE = re.compile(
+    r"^(?P<name>[A-Za-z0-9_]+)-(?P<split>[A-Za-z0-9_]+)\.tfrecord-(\d{5})-of-(\d{5})$"
+)
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,11 @@ class Feature:
             "pythonClassName": prefix + "sequence_feature.Sequence",
             "sequence": {"feature": scalar, "length": "-1"},
         }
+
+
+def split_order(split: str) -> tuple[int, str]:
+    """Sort key: train, validation, test first, then any other split by name."""
+    return (SPLITS.index(split) if split in SPLITS else len(SPLITS), split)
 
 
 def sanitize_name(name: str) -> str:

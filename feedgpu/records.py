@@ -9,18 +9,25 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Mapping, Sequence
-from typing import BinaryIO, Union
+from typing import IO, Union, cast
 
 import google_crc32c
 
-FeatureValue = Union[bytes, str, int, float, Sequence[int], Sequence[float], Sequence[bytes]]
-ParsedExample = dict[str, Union[list[bytes], list[int], list[float]]]
+FeatureValue = Union[  # noqa: UP007 - a runtime alias; X | Y needs 3.10 evaluation
+    bytes, str, int, float, Sequence[int], Sequence[float], Sequence[bytes]
+]
+ParsedExample = dict[str, list[bytes] | list[int] | list[float]]
 
 _KIND_BYTES, _KIND_FLOAT, _KIND_INT64 = 1, 2, 3
 _U64 = 1 << 64
 
 
+_ONE_BYTE = tuple(bytes((i,)) for i in range(128))
+
+
 def _varint(value: int) -> bytes:
+    if 0 <= value < 128:
+        return _ONE_BYTE[value]
     if value < 0:
         value += _U64  # int64 two's complement, as protobuf does: 10 bytes
     out = bytearray()
@@ -56,7 +63,9 @@ def _feature(value: FeatureValue) -> bytes:
         return _field(_KIND_FLOAT, _field(1, struct.pack("<f", value)))
     values = list(value)
     if values and isinstance(values[0], (bytes, str)):
-        body = b"".join(_field(1, v.encode() if isinstance(v, str) else v) for v in values)
+        body = b"".join(
+            _field(1, v.encode() if isinstance(v, str) else cast(bytes, v)) for v in values
+        )
         return _field(_KIND_BYTES, body)
     if values and isinstance(values[0], float):
         packed = struct.pack(f"<{len(values)}f", *values)
@@ -65,13 +74,31 @@ def _feature(value: FeatureValue) -> bytes:
     return _field(_KIND_INT64, _field(1, packed_ints) if packed_ints else b"")
 
 
+def _header(number: int, length: int) -> bytes:
+    return _varint(number << 3 | 2) + _varint(length)
+
+
 def encode_example(features: Mapping[str, FeatureValue]) -> bytes:
-    """Serialise a `tf.train.Example`; keys are sorted so equal inputs give equal bytes."""
-    body = b"".join(
-        _field(1, _field(1, name.encode("utf-8")) + _field(2, _feature(features[name])))
-        for name in sorted(features)
-    )
-    return _field(1, body)
+    """Serialise a `tf.train.Example`; keys are sorted so equal inputs give equal bytes.
+
+    A single bytes value (an encoded image) is copied once, into the result, not once per
+    level of protobuf nesting.
+    """
+    parts: list[bytes] = []
+    for name in sorted(features):
+        value = features[name]
+        key = _field(1, name.encode("utf-8"))
+        if isinstance(value, bytes) and len(value) > 1024:
+            inner = _header(1, len(value))  # BytesList.value
+            kind = _header(_KIND_BYTES, len(inner) + len(value))
+            feature_len = len(kind) + len(inner) + len(value)
+            entry_head = key + _header(2, feature_len) + kind + inner
+            parts += [_header(1, len(entry_head) + len(value)), entry_head, value]
+        else:
+            entry = key + _field(2, _feature(value))
+            parts += [_header(1, len(entry)), entry]
+    body_len = sum(len(p) for p in parts)
+    return b"".join([_header(1, body_len), *parts])
 
 
 def _read_varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
@@ -163,15 +190,29 @@ def decode_example(data: bytes) -> ParsedExample:
     return out
 
 
-def _masked_crc(data: bytes | memoryview) -> int:
-    crc = google_crc32c.value(bytes(data))
+def _masked_crc(data: bytes) -> int:
+    crc = google_crc32c.value(data)
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def frame_record(data: bytes) -> bytes:
     """One TFRecord: length, its masked CRC32C, the data, its masked CRC32C."""
     length = struct.pack("<Q", len(data))
-    return length + struct.pack("<I", _masked_crc(length)) + data + struct.pack("<I", _masked_crc(data))
+    return (
+        length
+        + struct.pack("<I", _masked_crc(length))
+        + data
+        + struct.pack("<I", _masked_crc(data))
+    )
+
+
+def write_record(stream: IO[bytes], data: bytes) -> int:
+    """Append one TFRecord to stream without copying data; returns the bytes written."""
+    length = struct.pack("<Q", len(data))
+    stream.write(length + struct.pack("<I", _masked_crc(length)))
+    stream.write(data)
+    stream.write(struct.pack("<I", _masked_crc(data)))
+    return len(data) + 16
 
 
 class RecordError(ValueError):
@@ -182,7 +223,7 @@ class RecordError(ValueError):
         self.index, self.offset, self.reason = index, offset, reason
 
 
-def read_records(stream: BinaryIO) -> Iterator[bytes]:
+def read_records(stream: IO[bytes]) -> Iterator[bytes]:
     """Yield each record's data, checking both CRCs.
 
     Raises:
@@ -201,8 +242,9 @@ def read_records(stream: BinaryIO) -> Iterator[bytes]:
         body = stream.read(length + 4)
         if len(body) < length + 4:
             raise RecordError(index, offset, "truncated record")
-        if struct.unpack("<I", body[length:])[0] != _masked_crc(memoryview(body)[:length]):
+        data = body[:length]
+        if struct.unpack("<I", body[length:])[0] != _masked_crc(data):
             raise RecordError(index, offset, "data CRC mismatch")
-        yield body[:length]
+        yield data
         index += 1
         offset += 12 + length + 4

@@ -56,9 +56,16 @@ def write_sample_images(
         name = CLASS_NAMES[c] if c < len(CLASS_NAMES) else f"class_{c:03d}"
         for i in range(images_per_class):
             width, height = sizes[(c + i) % len(sizes)]
-            folder = os.path.join(out_dir, splits[i % len(splits)], name) if splits else os.path.join(out_dir, name)
+            folder = (
+                os.path.join(out_dir, splits[i % len(splits)], name)
+                if splits
+                else os.path.join(out_dir, name)
+            )
             os.makedirs(folder, exist_ok=True)
-            img = make_image(seed * 1_000_003 + c * 10_007 + i, width, height)
-            img.save(os.path.join(folder, f"{i:05d}.jpg"), "JPEG", quality=quality)  # type: ignore[attr-defined]
             count += 1
+            target = os.path.join(folder, f"{i:05d}.jpg")
+            if os.path.exists(target):  # same seed, same image: keep mtimes, so re-runs are no-ops
+                continue
+            img = make_image(seed * 1_000_003 + c * 10_007 + i, width, height)
+            img.save(target, "JPEG", quality=quality)  # type: ignore[attr-defined]
     return count

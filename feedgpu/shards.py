@@ -13,6 +13,8 @@ import math
 import multiprocessing
 import os
 import random
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -20,7 +22,7 @@ from typing import Any, Protocol
 
 from feedgpu import storage
 from feedgpu.errors import InputError
-from feedgpu.records import frame_record
+from feedgpu.records import write_record
 
 logger = logging.getLogger(__name__)
 
@@ -237,10 +239,15 @@ def write_shard(
     result = ShardResult(task.filename, task.split, task.index, 0, 0)
     summary = Summary()
     parent = os.getppid()
+    pending_items = pending_bytes = 0
     with storage.open_file(tmp, "wb") as f:
         for item in task.items:
-            if os.getppid() != parent:  # the converting process died: stop, leave no shard
-                os._exit(1)
+            if pending_items >= 16:  # report in batches: progress must not cost per-item work
+                if os.getppid() != parent:  # the converting process died: stop, leave no shard
+                    os._exit(1)
+                if progress:
+                    progress(pending_items, pending_bytes)
+                pending_items = pending_bytes = 0
             try:
                 records, stats = processor.process(item)
             except SkipItem as e:
@@ -252,18 +259,20 @@ def write_shard(
                 result.skips.append(Skip(path, e.reason, e.detail))
             else:
                 for record in records:
-                    framed = frame_record(record)
-                    f.write(framed)
-                    result.num_bytes += len(framed)
+                    result.num_bytes += write_record(f, record)
                     result.num_records += 1
                 summary.add(stats)
-            if progress:
-                progress(1, processor.item_bytes(item))
+            pending_items += 1
+            pending_bytes += processor.item_bytes(item)
+        if progress:
+            progress(pending_items, pending_bytes)
         if not storage.is_remote(tmp):
             f.flush()
             os.fsync(f.fileno())
     result.stats = summary.to_json()
-    storage.write_atomic(sidecar_path(out_dir, task.filename), json.dumps(result.to_json()).encode())
+    storage.write_atomic(
+        sidecar_path(out_dir, task.filename), json.dumps(result.to_json()).encode()
+    )
     storage.replace(tmp, final)
     return result
 
@@ -308,16 +317,17 @@ def run_tasks(
 ) -> list[ShardResult]:
     """Write every task's shard, in worker processes when workers > 1.
 
-    Largest tasks start first so the last few do not leave cores idle. Workers are spawned,
-    not forked: the caller may have TensorFlow loaded, and forking its threads is unsafe.
+    Largest tasks start first so the last few do not leave cores idle. Workers are forked when
+    this process is single-threaded (fast, and scripts need no `__main__` guard); when other
+    threads run, as they do once TensorFlow is loaded, forking is unsafe and workers are spawned.
     """
     pending = sorted(tasks, key=lambda t: -len(t.items))
     if workers <= 1 or len(pending) <= 1:
         return [
-            write_shard(t, processor, out_dir, strict=strict, progress=on_progress)
-            for t in pending
+            write_shard(t, processor, out_dir, strict=strict, progress=on_progress) for t in pending
         ]
-    ctx = multiprocessing.get_context("spawn")
+    safe_to_fork = threading.active_count() == 1 and "tensorflow" not in sys.modules
+    ctx = multiprocessing.get_context("fork" if safe_to_fork and os.name == "posix" else "spawn")
     counter = ctx.Array("q", 2)
     seen = [0, 0]
     results: list[ShardResult] = []

@@ -32,8 +32,8 @@ def join(*parts: str) -> str:
 def open_file(path: str, mode: str) -> IO[Any]:
     """Open a local or remote file."""
     if is_remote(path):
-        return _gfile().GFile(path, mode)  # type: ignore[no-any-return]
-    return open(path, mode)  # noqa: SIM115 - caller owns the handle
+        return _gfile().GFile(path, mode)
+    return open(path, mode)
 
 
 def exists(path: str) -> bool:
@@ -92,4 +92,5 @@ def write_atomic(path: str, data: bytes) -> None:
 def read_bytes(path: str) -> bytes:
     """The whole content of a small file."""
     with open_file(path, "rb") as f:
-        return f.read()  # type: ignore[no-any-return]
+        data: bytes = f.read()
+    return data

@@ -58,27 +58,35 @@ def verify_dataset(out_dir: str, *, decode: bool = False, quiet: bool = True) ->
     for name in storage.listdir(out_dir):
         if fmt.is_shard_filename(name) and name not in listed:
             report.problems.append(f"{name}: shard file not listed in {fmt.MANIFEST}")
-    bar = tqdm(total=sum(s["num_bytes"] for s in shards), unit="B", unit_scale=True,
-               disable=quiet, file=sys.stderr)
+    bar = tqdm(
+        total=sum(s["num_bytes"] for s in shards),
+        unit="B",
+        unit_scale=True,
+        disable=quiet,
+        file=sys.stderr,
+    )
     for shard in shards:
         path = storage.join(out_dir, shard["file"])
         report.num_shards += 1
         if not storage.exists(path):
             report.problems.append(f"{shard['file']}: missing")
             continue
-        count = 0
+        count, damaged = 0, False
         with storage.open_file(path, "rb") as f:
             try:
-                for count, record in enumerate(read_records(f), 1):  # noqa: B007
+                for count, record in enumerate(read_records(f), 1):
                     bar.update(len(record) + 16)
                     if decode:
                         problem = _check_record(record, images)
                         if problem:
-                            report.problems.append(f"{shard['file']}: record {count - 1}: {problem}")
+                            report.problems.append(
+                                f"{shard['file']}: record {count - 1}: {problem}"
+                            )
             except RecordError as e:
                 report.problems.append(f"{shard['file']}: {e}")
+                damaged = True
         report.num_records += count
-        if count != shard["num_examples"]:
+        if count != shard["num_examples"] and not damaged:
             report.problems.append(
                 f"{shard['file']}: {count} records readable, manifest says {shard['num_examples']}"
             )

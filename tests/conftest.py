@@ -1,4 +1,4 @@
-"""Generated test data: small seeded image folders, and every kind of bad input we promise to survive."""
+"""Generated test data: small seeded image folders and every kind of bad input we survive."""
 
 from __future__ import annotations
 
@@ -32,7 +32,12 @@ def png_bomb(width: int = 100_000, height: int = 100_000) -> bytes:
     """A tiny PNG whose header claims width x height pixels."""
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
     idat = zlib.compress(b"\0" * 16)
-    return b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", ihdr) + _png_chunk(b"IDAT", idat) + _png_chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", ihdr)
+        + _png_chunk(b"IDAT", idat)
+        + _png_chunk(b"IEND", b"")
+    )
 
 
 def jpeg_bytes(img: Image.Image, **kwargs: object) -> bytes:

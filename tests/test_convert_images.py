@@ -27,7 +27,9 @@ def read_examples(out: Path) -> dict[str, dict]:
     return examples
 
 
-def test_round_trip_through_tfds_keeps_jpeg_bytes_and_labels(tmp_path: Path, image_folder: Path) -> None:
+def test_round_trip_through_tfds_keeps_jpeg_bytes_and_labels(
+    tmp_path: Path, image_folder: Path
+) -> None:
     out = tmp_path / "out"
     report = convert_images(str(image_folder), str(out), workers=2, quiet=True)
     assert report.num_examples == 36 and report.num_skipped == 0
@@ -50,7 +52,9 @@ def test_round_trip_through_tfds_keeps_jpeg_bytes_and_labels(tmp_path: Path, ima
         assert ex["image"][0] == (image_folder / rel).read_bytes()
 
 
-def test_plain_tfrecord_dataset_parses_with_manifest_spec(tmp_path: Path, image_folder: Path) -> None:
+def test_plain_tfrecord_dataset_parses_with_manifest_spec(
+    tmp_path: Path, image_folder: Path
+) -> None:
     out = tmp_path / "out"
     convert_images(str(image_folder), str(out), workers=1, quiet=True)
     manifest = read_manifest(str(out))
@@ -71,7 +75,9 @@ def test_split_folders_lossless_png_pixels_and_tfds_splits(tmp_path: Path) -> No
         for cls in ("a", "b"):
             (src / split / cls / "deep").mkdir(parents=True)
             for i in range(3):
-                arr = np.random.default_rng(hash((split, cls, i)) % 2**32).integers(0, 256, (9, 13, 3))
+                arr = np.random.default_rng(hash((split, cls, i)) % 2**32).integers(
+                    0, 256, (9, 13, 3)
+                )
                 Image.fromarray(arr.astype(np.uint8)).save(src / split / cls / "deep" / f"{i}.png")
     out = tmp_path / "out"
     report = convert_images(str(src), str(out), ImageOptions(lossless=True), workers=2, quiet=True)
@@ -90,7 +96,8 @@ def test_every_bad_input_is_skipped_with_its_reason(tmp_path: Path, nasty_folder
 
     out = tmp_path / "out"
     report = convert_images(str(nasty_folder), str(out), workers=2, quiet=True)
-    skipped = {json.loads(line)["path"]: json.loads(line) for line in open(out / "skipped.jsonl")}
+    lines = (out / "skipped.jsonl").read_text().splitlines()
+    skipped = {json.loads(line)["path"]: json.loads(line) for line in lines}
     converted = read_examples(out)
     for rel, reason in NASTY_EXPECTED.items():
         if reason is None:
@@ -107,7 +114,10 @@ def test_every_bad_input_is_skipped_with_its_reason(tmp_path: Path, nasty_folder
     assert converted["good/plain.jpg"]["image"][0] == (nasty_folder / "good/plain.jpg").read_bytes()
     assert converted["good/grey.jpg"]["image"][0] == (nasty_folder / "good/grey.jpg").read_bytes()
     # EXIF orientation 6 is applied: 60x40 becomes 40 wide, 60 high.
-    assert (converted["good/rotated.jpg"]["height"][0], converted["good/rotated.jpg"]["width"][0]) == (60, 40)
+    assert (
+        converted["good/rotated.jpg"]["height"][0],
+        converted["good/rotated.jpg"]["width"][0],
+    ) == (60, 40)
     # 16-bit 40000 scales to 156 rather than clipping to 255.
     sixteen = np.asarray(Image.open(io.BytesIO(converted["good/sixteen.png"]["image"][0])))
     assert abs(int(sixteen.mean()) - 40000 // 256) <= 2
@@ -117,13 +127,24 @@ def test_every_bad_input_is_skipped_with_its_reason(tmp_path: Path, nasty_folder
     assert alpha.mean() > plain.mean()
 
 
-def test_strict_stops_at_first_bad_file_and_leaves_no_partial_shard(tmp_path: Path, image_folder: Path) -> None:
+def test_strict_stops_at_first_bad_file_and_leaves_no_partial_shard(
+    tmp_path: Path, image_folder: Path
+) -> None:
     from feedgpu import InputError
 
-    (image_folder / "cat" / "zzz_truncated.jpg").write_bytes((image_folder / "cat" / "00000.jpg").read_bytes()[:300])
+    (image_folder / "cat" / "zzz_truncated.jpg").write_bytes(
+        (image_folder / "cat" / "00000.jpg").read_bytes()[:300]
+    )
     out = tmp_path / "out"
     with pytest.raises(InputError, match=r"cat/zzz_truncated.jpg: truncated.*--strict"):
-        convert_images(str(image_folder), str(out), ImageOptions(num_shards=2), workers=2, strict=True, quiet=True)
+        convert_images(
+            str(image_folder),
+            str(out),
+            ImageOptions(num_shards=2),
+            workers=2,
+            strict=True,
+            quiet=True,
+        )
     assert not (out / "feedgpu.json").exists()
     assert not [p for p in out.iterdir() if ".tmp-" in p.name]
 
@@ -145,32 +166,47 @@ def test_labels_file_for_flat_folder(tmp_path: Path, image_folder: Path) -> None
             rows.append({"file_name": f"./img_{i:03d}.jpg", "category": p.parent.name})
     rows.append({"file_name": "gone.jpg", "category": "cat"})
     csv_file = tmp_path / "labels.csv"
-    csv_file.write_text("file_name,category\n" + "".join(f"{r['file_name']},{r['category']}\n" for r in rows))
+    csv_file.write_text(
+        "file_name,category\n" + "".join(f"{r['file_name']},{r['category']}\n" for r in rows)
+    )
     jsonl_file = tmp_path / "labels.jsonl"
     jsonl_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
     outs = []
     for i, labels in enumerate((csv_file, jsonl_file)):
         out = tmp_path / f"out{i}"
-        report = convert_images(str(flat), str(out), ImageOptions(split="train=0.75,validation=0.25"),
-                                labels_file=str(labels), quiet=True)
+        report = convert_images(
+            str(flat),
+            str(out),
+            ImageOptions(split="train=0.75,validation=0.25"),
+            labels_file=str(labels),
+            quiet=True,
+        )
         assert report.num_examples == 35
         assert report.skipped_by_reason == {"missing file": 1, "no label": 1}
         assert set(report.examples_by_split) == {"train", "validation"}
         outs.append(out)
     assert read_manifest(str(outs[0]))["label_names"] == ["cat", "dog", "fox"]
     shards0 = sorted(p.name for p in outs[0].glob("*tfrecord*"))
-    assert [(outs[0] / n).read_bytes() for n in shards0] == [(outs[1] / n).read_bytes() for n in shards0]
+    assert [(outs[0] / n).read_bytes() for n in shards0] == [
+        (outs[1] / n).read_bytes() for n in shards0
+    ]
 
 
-def test_hash_split_is_stable_and_refused_with_split_folders(tmp_path: Path, image_folder: Path) -> None:
+def test_hash_split_is_stable_and_refused_with_split_folders(
+    tmp_path: Path, image_folder: Path
+) -> None:
     opts = ImageOptions(split="train=0.5,validation=0.5")
     a = convert_images(str(image_folder), str(tmp_path / "a"), opts, quiet=True)
     b = convert_images(str(image_folder), str(tmp_path / "b"), opts, quiet=True)
     assert a.examples_by_split == b.examples_by_split
     assert 8 <= a.examples_by_split["train"] <= 28
-    with pytest.raises(UsageError, match="add up to 0.9"):
-        convert_images(str(image_folder), str(tmp_path / "d"),
-                       ImageOptions(split="train=0.5,validation=0.4"), quiet=True)
+    with pytest.raises(UsageError, match=r"add up to 0\.9"):
+        convert_images(
+            str(image_folder),
+            str(tmp_path / "d"),
+            ImageOptions(split="train=0.5,validation=0.4"),
+            quiet=True,
+        )
     (image_folder.parent / "splitted" / "train").mkdir(parents=True)
     image_folder.rename(image_folder.parent / "splitted" / "train" / "x")
     with pytest.raises(UsageError, match="drop --split"):
@@ -185,7 +221,9 @@ def test_max_size_shrinks_long_side(tmp_path: Path, image_folder: Path) -> None:
         assert max(img.size) == 32 and img.size == (ex["width"][0], ex["height"][0])
 
 
-def test_rerun_is_noop_and_changed_options_need_overwrite(tmp_path: Path, image_folder: Path) -> None:
+def test_rerun_is_noop_and_changed_options_need_overwrite(
+    tmp_path: Path, image_folder: Path
+) -> None:
     out = tmp_path / "out"
     convert_images(str(image_folder), str(out), quiet=True)
     before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
@@ -193,8 +231,13 @@ def test_rerun_is_noop_and_changed_options_need_overwrite(tmp_path: Path, image_
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
     with pytest.raises(DatasetError, match=r"options differ \(quality 95 -> 80\).*--overwrite"):
         convert_images(str(image_folder), str(out), ImageOptions(quality=80), quiet=True)
-    report = convert_images(str(image_folder), str(out), ImageOptions(quality=80, num_shards=3),
-                            overwrite=True, quiet=True)
+    report = convert_images(
+        str(image_folder),
+        str(out),
+        ImageOptions(quality=80, num_shards=3),
+        overwrite=True,
+        quiet=True,
+    )
     assert not report.already_done and report.num_shards == 3
     assert len(list(out.glob("*.tfrecord-*"))) == 3
 

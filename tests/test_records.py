@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 import tensorflow as tf
@@ -70,10 +71,10 @@ def test_read_records_reads_tensorflow_output_and_locates_damage(tmp_path) -> No
     with tf.io.TFRecordWriter(path) as w:
         for i in range(5):
             w.write(f"record {i}".encode())
-    data = bytearray(open(path, "rb").read())
+    data = bytearray(Path(path).read_bytes())
     assert len(list(read_records(io.BytesIO(bytes(data))))) == 5
     data[-6] ^= 0x01  # inside the last record's payload
-    with pytest.raises(RecordError, match="record 4 .*data CRC mismatch"):
+    with pytest.raises(RecordError, match=r"record 4 .*data CRC mismatch"):
         list(read_records(io.BytesIO(bytes(data))))
-    with pytest.raises(RecordError, match="record 4 .*truncated"):
+    with pytest.raises(RecordError, match=r"record 4 .*truncated"):
         list(read_records(io.BytesIO(bytes(data[:-3]))))

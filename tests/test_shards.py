@@ -1,0 +1,97 @@
+"""The shard engine: the same bytes whatever the worker count, and after a kill -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from feedgpu import ImageOptions, convert_images, write_sample_images
+from feedgpu.shards import Summary, plan_shards
+
+
+def dataset_bytes(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()}
+
+
+def test_bytes_identical_whatever_the_worker_count(tmp_path: Path, image_folder: Path) -> None:
+    opts = ImageOptions(num_shards=5, lossless=False)
+    convert_images(str(image_folder), str(tmp_path / "one"), opts, workers=1, quiet=True)
+    convert_images(str(image_folder), str(tmp_path / "two"), opts, workers=2, quiet=True)
+    one, two = dataset_bytes(tmp_path / "one"), dataset_bytes(tmp_path / "two")
+    assert len([n for n in one if ".tfrecord-" in n]) == 5
+    assert one == two  # shards, manifest, metadata, skipped.jsonl
+
+
+def test_plan_mixes_classes_and_respects_shard_count() -> None:
+    items = [(f"{c}/{i}.jpg", c) for c in "abc" for i in range(30)]
+    tasks = plan_shards(
+        items,
+        name="d",
+        split="train",
+        total_bytes=90 << 20,
+        target_shard_bytes=30 << 20,
+        num_shards=None,
+        seed=1,
+    )
+    assert len(tasks) == 16  # parallelism floor beats 3 shards by size
+    assert sorted(i for t in tasks for i in t.items) == sorted(items)
+    assert all(len({c for _, c in t.items}) > 1 for t in tasks if len(t.items) >= 5)
+    again = plan_shards(
+        items,
+        name="d",
+        split="train",
+        total_bytes=90 << 20,
+        target_shard_bytes=30 << 20,
+        num_shards=None,
+        seed=1,
+    )
+    assert again == tasks
+    assert plan_shards(
+        items, name="d", split="train", total_bytes=10, target_shard_bytes=10, num_shards=4, seed=2
+    ) != plan_shards(
+        items, name="d", split="train", total_bytes=10, target_shard_bytes=10, num_shards=4, seed=1
+    )
+
+
+def test_summary_merges_exactly() -> None:
+    a, b, both = Summary(), Summary(), Summary()
+    for v in (3, 100, 7):
+        a.add({"h": v})
+        both.add({"h": v})
+    for v in (1000, 5):
+        b.add({"h": v})
+        both.add({"h": v})
+    a.merge(Summary(b.to_json()))
+    assert a.to_json() == both.to_json()
+    assert both.to_json()["h"]["min"] == 3 and both.to_json()["h"]["max"] == 1000
+
+
+def test_kill_minus_nine_then_resume_gives_identical_bytes(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    write_sample_images(str(src), num_classes=2, images_per_class=60, sizes=((160, 120),))
+    args = ["convert", "images", str(src), "--num-shards", "12", "--verify", "full", "--quiet"]
+    killed = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "feedgpu", *args[:3], str(killed), *args[3:], "--workers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if killed.exists() and any(
+            ".tfrecord-" in p.name and ".tmp-" not in p.name for p in killed.iterdir()
+        ):
+            break
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "feedgpu.json").exists(), "the run finished before it could be killed"
+    time.sleep(0.5)  # orphaned workers notice their parent is gone and exit
+    resumed = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    from feedgpu.cli import main
+
+    assert main([*args[:3], str(tmp_path / "clean"), *args[3:], "--workers", "1"]) == 0
+    assert dataset_bytes(killed) == dataset_bytes(tmp_path / "clean")
+    assert not any(".tmp-" in n for n in os.listdir(killed))
