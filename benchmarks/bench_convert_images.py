@@ -65,8 +65,10 @@ def make_folder(folder: str, images: int, workers: int, seed: int = 0) -> None:
     """N 500x375 JPEGs in 8 class folders, generated on all cores (skipped if already there)."""
     classes = 8
     per_class = max(1, images // classes)
-    jobs = [(os.path.join(folder, f"part{i}"), classes, per_class // workers + 1, seed * 100 + i)
-            for i in range(workers)]
+    jobs = [
+        (os.path.join(folder, f"part{i}"), classes, per_class // workers + 1, seed * 100 + i)
+        for i in range(workers)
+    ]
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         pool.map(_generate, jobs)
     # Flatten part*/CLASS/x.jpg into CLASS/pN_x.jpg and trim to exactly `images` files.
@@ -134,8 +136,18 @@ def run_classic(files: list[str], out_dir: str) -> float:
 def run_ours(src: str, out_dir: str, workers: int) -> float:
     """The command a user runs, in its own process, timed from launch to exit."""
     shutil.rmtree(out_dir, ignore_errors=True)
-    cmd = [sys.executable, "-m", "feedgpu", "convert", "images", src, out_dir, "--json",
-           "--workers", str(workers)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "feedgpu",
+        "convert",
+        "images",
+        src,
+        out_dir,
+        "--json",
+        "--workers",
+        str(workers),
+    ]
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     seconds = time.perf_counter() - start
@@ -180,8 +192,11 @@ def main(argv: Sequence[str] | None = None) -> ConvertBenchResult:
                 rates["ceiling"].append(run_ceiling(pool, files))
                 rates["classic"].append(run_classic(files, tmp))
                 rates["ours"].append(run_ours(full, os.path.join(tmp, "ours"), workers))
-                print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.0f} img/s" for k, v in rates.items()),
-                      file=sys.stderr)
+                print(
+                    f"round {r + 1}: "
+                    + ", ".join(f"{k} {v[-1]:.0f} img/s" for k, v in rates.items()),
+                    file=sys.stderr,
+                )
         result = ConvertBenchResult(
             images=len(files),
             workers=workers,
@@ -198,12 +213,24 @@ def main(argv: Sequence[str] | None = None) -> ConvertBenchResult:
     print(f"{'(a) ceiling: 1/8 decode, all cores':<34}{result.ceiling_img_s:>10.0f}")
     print(f"{'(b) classic single-process':<34}{result.classic_img_s:>10.0f}")
     print(f"{'(c) feedgpu convert images':<34}{result.ours_img_s:>10.0f}")
-    print(f"worker peak RSS: {result.worker_peak_rss_mb_quarter:.0f} MB for {args.images // 4} images, "
-          f"{result.worker_peak_rss_mb_full:.0f} MB for {result.images}")
-    print(json.dumps({**asdict(result), "ours_vs_ceiling": round(result.ours_vs_ceiling, 3),
-                      "ours_vs_classic": round(result.ours_vs_classic, 3)}))
-    print(f"ours/(a) = {result.ours_vs_ceiling:.2f}x (target >= 0.8)   "
-          f"ours/(b) = {result.ours_vs_classic:.2f}x (target >= 3)")
+    print(
+        f"worker peak RSS: {result.worker_peak_rss_mb_quarter:.0f} MB "
+        f"for {args.images // 4} images, "
+        f"{result.worker_peak_rss_mb_full:.0f} MB for {result.images}"
+    )
+    print(
+        json.dumps(
+            {
+                **asdict(result),
+                "ours_vs_ceiling": round(result.ours_vs_ceiling, 3),
+                "ours_vs_classic": round(result.ours_vs_classic, 3),
+            }
+        )
+    )
+    print(
+        f"ours/(a) = {result.ours_vs_ceiling:.2f}x (target >= 0.8)   "
+        f"ours/(b) = {result.ours_vs_classic:.2f}x (target >= 3)"
+    )
     return result
 
 

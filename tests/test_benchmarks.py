@@ -1,0 +1,29 @@
+"""Smoke tests: each benchmark runs end to end on tiny inputs, so none silently rots.
+
+Speed targets are checked by running the benchmarks (see benchmarks/RESULTS.md), never here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def load(name: str) -> ModuleType:
+    """Import a benchmark as a top-level module, so its worker processes can import it too."""
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
+    return importlib.import_module(name)
+
+
+def test_bench_convert_images_smoke(tmp_path: Path, capsys) -> None:
+    bench = load("bench_convert_images")
+    result = bench.main(["--images", "24", "--rounds", "1", "--data", str(tmp_path / "data")])
+    assert result.images == 24
+    assert result.ceiling_img_s > 0 and result.classic_img_s > 0 and result.ours_img_s > 0
+    assert result.worker_peak_rss_mb_full > 0
+    assert "ours/(a) =" in capsys.readouterr().out.splitlines()[-1]
