@@ -15,7 +15,6 @@ import os
 import random
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
@@ -339,7 +338,7 @@ def run_tasks(
     try:
         futures = [pool.apply_async(_run_task, (t,)) for t in pending]
         while futures:
-            time.sleep(0.1)
+            futures[0].wait(0.1)  # wakes as soon as the oldest task ends, else refreshes progress
             done = [f for f in futures if f.ready()]
             for f in done:
                 futures.remove(f)
