@@ -28,33 +28,26 @@ def test_bytes_identical_whatever_the_worker_count(tmp_path: Path, image_folder:
 
 def test_plan_mixes_classes_and_respects_shard_count() -> None:
     items = [(f"{c}/{i}.jpg", c) for c in "abc" for i in range(30)]
-    tasks = plan_shards(
-        items,
-        name="d",
-        split="train",
-        total_bytes=90 << 20,
-        target_shard_bytes=30 << 20,
-        num_shards=None,
-        seed=1,
-    )
+
+    def plan(num_shards: int | None, seed: int, total_bytes: int = 90 << 20) -> list:
+        return plan_shards(
+            items,
+            name="d",
+            split="train",
+            total_bytes=total_bytes,
+            target_shard_bytes=30 << 20,
+            num_shards=num_shards,
+            seed=seed,
+        )
+
+    tasks = plan(None, seed=1)
     assert len(tasks) == 16  # parallelism floor beats 3 shards by size
+    assert len(plan(None, seed=1, total_bytes=2000 << 20)) == 67  # by size: ceil(2000 / 30)
     assert sorted(i for t in tasks for i in t.items) == sorted(items)
     assert all(len({c for _, c in t.items}) > 1 for t in tasks if len(t.items) >= 5)
-    again = plan_shards(
-        items,
-        name="d",
-        split="train",
-        total_bytes=90 << 20,
-        target_shard_bytes=30 << 20,
-        num_shards=None,
-        seed=1,
-    )
-    assert again == tasks
-    assert plan_shards(
-        items, name="d", split="train", total_bytes=10, target_shard_bytes=10, num_shards=4, seed=2
-    ) != plan_shards(
-        items, name="d", split="train", total_bytes=10, target_shard_bytes=10, num_shards=4, seed=1
-    )
+    assert plan(None, seed=1) == tasks
+    assert plan(4, seed=2) != plan(4, seed=1)
+    assert len(plan(500, seed=1)) == len(items)  # never more shards than examples
 
 
 def test_summary_merges_exactly() -> None:
