@@ -303,6 +303,9 @@ def convert_images(
     Re-running after a crash finishes the job; re-running on a finished dataset is a no-op.
     """
     options = options or ImageOptions()
+    from PIL import Image
+
+    Image.preinit()  # load the common decoders once here; forked workers inherit them
     plan = plan_image_dataset(
         src,
         out_dir,

@@ -238,7 +238,9 @@ def _finalize(plan: DatasetPlan, results: Sequence[ShardResult]) -> dict[str, An
         },
         **plan.extra,
     }
-    fmt.write_json(storage.join(out, fmt.MANIFEST), manifest)
+    # The manifest says "complete": everything it describes reaches the disk before it does.
+    storage.sync_files([storage.join(out, n) for n in storage.listdir(out) if n != WORK_DIR])
+    fmt.write_json(storage.join(out, fmt.MANIFEST), manifest, durable=True)
     storage.remove(storage.join(out, WORK_DIR))
     return manifest
 

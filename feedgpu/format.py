@@ -95,10 +95,10 @@ def is_shard_filename(filename: str) -> bool:
     return bool(_SHARD_RE.match(filename))
 
 
-def write_json(path: str, obj: Any) -> None:
+def write_json(path: str, obj: Any, *, durable: bool = False) -> None:
     """Deterministic, readable JSON, written atomically."""
     text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    storage.write_atomic(path, text.encode("utf-8"))
+    storage.write_atomic(path, text.encode("utf-8"), durable=durable)
 
 
 def read_manifest(out_dir: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from feedgpu import storage
 from feedgpu.errors import InputError
-from feedgpu.records import write_record
+from feedgpu.records import RecordError, read_records, write_record
 
 logger = logging.getLogger(__name__)
 
@@ -209,9 +209,14 @@ def load_finished(out_dir: str, task: ShardTask) -> ShardResult | None:
         result = ShardResult.from_json(json.loads(storage.read_bytes(side)))
     except (ValueError, TypeError, KeyError):
         return None
-    if not storage.is_remote(final) and os.path.getsize(final) != result.num_bytes:
+    # Re-read it: CRCs and count must match, so a shard damaged by a power loss or a disk error
+    # after its rename is rewritten instead of trusted.
+    try:
+        with storage.open_file(final, "rb") as f:
+            count = sum(1 for _ in read_records(f))
+    except (RecordError, OSError):
         return None
-    return result
+    return result if count == result.num_records else None
 
 
 Progress = Callable[[int, int], None]
@@ -228,7 +233,9 @@ def write_shard(
     """Write one shard atomically and record its result beside it.
 
     The shard is streamed to a temporary name (memory does not grow with shard size), its
-    result is saved, and only then is it renamed to its final name.
+    result is saved, and only then is it renamed to its final name. Nothing is fsynced here:
+    a kill loses no written data, a resume re-reads finished shards (`load_finished`), and the
+    whole dataset is flushed once before its manifest is written.
 
     Raises:
         InputError: with strict, at the first input that cannot be converted.
@@ -265,9 +272,6 @@ def write_shard(
             pending_bytes += processor.item_bytes(item)
         if progress:
             progress(pending_items, pending_bytes)
-        if not storage.is_remote(tmp):
-            f.flush()
-            os.fsync(f.fileno())
     result.stats = summary.to_json()
     storage.write_atomic(
         sidecar_path(out_dir, task.filename), json.dumps(result.to_json()).encode()
@@ -343,6 +347,8 @@ def run_tasks(
             for f in done:
                 futures.remove(f)
                 results.append(f.get())  # re-raises a worker's InputError here
+                # Flush finished shards while the workers compute, not all at the end.
+                storage.sync_files([storage.join(out_dir, results[-1].filename)])
             with counter.get_lock():
                 now = [counter[0], counter[1]]
             on_progress(now[0] - seen[0], now[1] - seen[1])

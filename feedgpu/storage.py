@@ -78,15 +78,30 @@ def remove(path: str) -> None:
         os.remove(path)
 
 
-def write_atomic(path: str, data: bytes) -> None:
-    """Write a whole small file under a temporary name, then rename it into place."""
+def write_atomic(path: str, data: bytes, *, durable: bool = False) -> None:
+    """Write a whole small file under a temporary name, then rename it into place.
+
+    Args:
+        durable: fsync before the rename, so the file survives a power loss once it exists.
+    """
     tmp = f"{path}.tmp-{os.getpid()}"
     with open_file(tmp, "wb") as f:
         f.write(data)
-        if not is_remote(path):
+        if durable and not is_remote(path):
             f.flush()
             os.fsync(f.fileno())
     replace(tmp, path)
+
+
+def sync_files(paths: list[str]) -> None:
+    """Flush local files to disk (remote stores commit on close)."""
+    for path in paths:
+        if not is_remote(path):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
 
 def read_bytes(path: str) -> bytes:

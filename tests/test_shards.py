@@ -88,3 +88,22 @@ def test_kill_minus_nine_then_resume_gives_identical_bytes(tmp_path: Path) -> No
     assert main([*args[:3], str(tmp_path / "clean"), *args[3:], "--workers", "1"]) == 0
     assert dataset_bytes(killed) == dataset_bytes(tmp_path / "clean")
     assert not any(".tmp-" in n for n in os.listdir(killed))
+
+
+def test_resume_rewrites_a_finished_shard_that_no_longer_reads_back(tmp_path: Path) -> None:
+    from feedgpu.converters.images import ImageProcessor
+    from feedgpu.shards import WORK_DIR, ShardTask, load_finished, write_shard
+
+    src = tmp_path / "src"
+    write_sample_images(str(src), num_classes=1, images_per_class=3, sizes=((40, 30),))
+    items = tuple((f"cat/{i:05d}.jpg", str(src / "cat" / f"{i:05d}.jpg"), 0, 1) for i in range(3))
+    task = ShardTask("train", 0, 1, "d-train.tfrecord-00000-of-00001", items)
+    (tmp_path / WORK_DIR).mkdir()
+    written = write_shard(task, ImageProcessor(ImageOptions()), str(tmp_path), strict=False)
+    assert written.num_records == 3
+    assert load_finished(str(tmp_path), task) == written
+    shard = tmp_path / task.filename
+    data = bytearray(shard.read_bytes())
+    data[-40] ^= 0xFF  # same size, damaged content
+    shard.write_bytes(bytes(data))
+    assert load_finished(str(tmp_path), task) is None
