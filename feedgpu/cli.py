@@ -104,6 +104,93 @@ def _build_parser() -> _Parser:
     _common_output(images)
     images.set_defaults(func=_convert_images)
 
+    text = kinds.add_parser(
+        "text",
+        help="text corpus -> pre-tokenized TFRecords",
+        description="Tokenize SRC (a folder or glob of .txt/.jsonl files, gzip allowed; "
+        "class folders optionally under train/validation/test) once, into sharded TFRecords of "
+        "token ids in OUT, with the tokenizer saved beside them. Bad documents are skipped with "
+        "a reason in OUT/skipped.jsonl. Re-running the same command after a crash finishes it.",
+    )
+    text.add_argument("src", metavar="SRC", help="folder or glob (quote it) of text files")
+    text.add_argument("out", metavar="OUT", help="output folder")
+    text.add_argument(
+        "--tokenizer",
+        required=True,
+        metavar="SPEC",
+        help="tokenizer.json, vocab.txt, or train:wordpiece:SIZE / train:bpe:SIZE",
+    )
+    text.add_argument(
+        "--lowercase",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="lower-case and strip accents (vocab.txt and trained WordPiece)",
+    )
+    text.add_argument(
+        "--doc-per-line",
+        action="store_true",
+        help="each line of a .txt file is a document (default: each file)",
+    )
+    text.add_argument("--text-field", default="text", help="JSON key of the text in .jsonl")
+    text.add_argument("--label-field", help="JSON key of the label in .jsonl")
+    text.add_argument(
+        "--folder-labels",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="label documents by class folder (SRC/[SPLIT/]CLASS/*.txt)",
+    )
+    text.add_argument(
+        "--encoding-errors",
+        choices=("skip", "replace"),
+        default="skip",
+        help="documents that are not UTF-8: skip them, or replace bad bytes",
+    )
+    text.add_argument("--max-length", type=int, metavar="N", help="truncate examples to N ids")
+    text.add_argument(
+        "--stride",
+        type=int,
+        metavar="S",
+        help="with --max-length: overlapping windows instead of truncation",
+    )
+    text.add_argument(
+        "--pack",
+        type=int,
+        metavar="N",
+        help="pack documents into sequences of N ids with segment_ids/positions",
+    )
+    text.add_argument(
+        "--special",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="add the tokenizer's special tokens (CLS/SEP, BOS/EOS)",
+    )
+    text.add_argument("--split", metavar="SPEC", help="hash split, e.g. train=0.98,validation=0.02")
+    text.add_argument("--name", help="dataset name (default: SRC's folder name)")
+    text.add_argument("--shard-size-mb", type=float, default=128, help="target shard size")
+    text.add_argument("--num-shards", type=int, help="shards per split")
+    text.add_argument("--seed", type=int, default=0, help="seed of the assignment to shards")
+    text.add_argument(
+        "--chunk-mb",
+        type=float,
+        default=32,
+        help="input per resumable unit: a killed run redoes at most one chunk",
+    )
+    text.add_argument("--workers", type=int, help="tokenizer threads (default: all cores)")
+    text.add_argument(
+        "--strict",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="stop at the first bad document instead of skipping it",
+    )
+    text.add_argument(
+        "--overwrite",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="replace a dataset in OUT that was made with other options",
+    )
+    _common_output(text)
+    text.set_defaults(func=_convert_text)
+
     verify = sub.add_parser(
         "verify",
         help="re-read a dataset: CRCs, counts, optionally decode",
@@ -187,6 +274,60 @@ def _convert_images(args: argparse.Namespace) -> int:
     if report.num_skipped:
         reasons = ", ".join(f"{n} {r}" for r, n in report.skipped_by_reason.items())
         print(f"skipped {report.num_skipped} files ({reasons}); see {args.out}/skipped.jsonl")
+    return 0
+
+
+def _convert_text(args: argparse.Namespace) -> int:
+    from feedgpu.converters.text import TextOptions, convert_text
+    from feedgpu.format import read_manifest
+
+    options = TextOptions(
+        tokenizer=args.tokenizer,
+        lowercase=args.lowercase,
+        doc_per_line=args.doc_per_line,
+        text_field=args.text_field,
+        label_field=args.label_field,
+        folder_labels=args.folder_labels,
+        encoding_errors=args.encoding_errors,
+        max_length=args.max_length,
+        stride=args.stride,
+        pack=args.pack,
+        special=args.special,
+        split=args.split,
+        seed=args.seed,
+        shard_size_mb=args.shard_size_mb,
+        num_shards=args.num_shards,
+        name=args.name,
+        chunk_mb=args.chunk_mb,
+    )
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers {args.workers}: must be at least 1")
+    report = convert_text(
+        args.src,
+        args.out,
+        options,
+        workers=args.workers,
+        strict=args.strict,
+        overwrite=args.overwrite,
+        quiet=args.quiet or args.json,
+    )
+    text = read_manifest(args.out).get("text", {})
+    if args.json:
+        _print_json({**report.to_json(), "text": text})
+        return 0
+    if report.already_done:
+        print(f"{args.out}: already converted with these options and inputs; nothing to do")
+        return 0
+    splits = ", ".join(f"{k} {v}" for k, v in report.examples_by_split.items())
+    rate = text.get("tokens", 0) / report.seconds if report.seconds else 0
+    print(
+        f"wrote {report.num_examples} examples ({splits}) from {text.get('documents')} documents, "
+        f"{text.get('tokens')} tokens, in {report.num_shards} shards, {report.seconds:.1f} s "
+        f"({rate / 1e6:.2f} M tokens/s)"
+    )
+    if report.num_skipped:
+        reasons = ", ".join(f"{n} {r}" for r, n in report.skipped_by_reason.items())
+        print(f"skipped {report.num_skipped} ({reasons}); see {args.out}/skipped.jsonl")
     return 0
 
 

@@ -15,13 +15,14 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from feedgpu import format as fmt
 from feedgpu import storage
 from feedgpu.errors import DatasetError
 from feedgpu.shards import (
     WORK_DIR,
+    Progress,
     ShardProcessor,
     ShardResult,
     ShardTask,
@@ -94,7 +95,14 @@ class ConversionReport:
         return {**self.__dict__, "inputs_per_s": round(rate, 1), "seconds": round(self.seconds, 3)}
 
 
-_METADATA_FILES = ("dataset_info.json", "features.json", fmt.MANIFEST, fmt.SKIPPED)
+_METADATA_FILES = (
+    "dataset_info.json",
+    "features.json",
+    "tokenizer.json",
+    "vocab.txt",
+    fmt.MANIFEST,
+    fmt.SKIPPED,
+)
 
 
 def _remove_dataset(out_dir: str) -> None:
@@ -179,12 +187,15 @@ def _progress_bar(total: int, unit: str, quiet: bool) -> Any:
     )
 
 
-def _finalize(plan: DatasetPlan, results: Sequence[ShardResult]) -> dict[str, Any]:
+def _finalize(
+    plan: DatasetPlan, results: Sequence[ShardResult], output: RunOutput
+) -> dict[str, Any]:
     """Write skipped.jsonl, TFDS metadata and, last, the manifest."""
     out = plan.out_dir
     by_file = {r.filename: r for r in results}
     skips = sorted(
-        [*plan.listing_skips, *(s for r in results for s in r.skips)], key=lambda s: s.path
+        [*plan.listing_skips, *output.skips, *(s for r in results for s in r.skips)],
+        key=lambda s: s.path,
     )
     lines = "".join(
         json.dumps({"path": s.path, "reason": s.reason, "detail": s.detail}, ensure_ascii=False)
@@ -237,6 +248,7 @@ def _finalize(plan: DatasetPlan, results: Sequence[ShardResult]) -> dict[str, An
             **_library_versions(),
         },
         **plan.extra,
+        **output.extra,
     }
     # The manifest says "complete": everything it describes reaches the disk before it does.
     storage.sync_files([storage.join(out, n) for n in storage.listdir(out) if n != WORK_DIR])
@@ -257,17 +269,53 @@ def _library_versions() -> dict[str, str]:
     return out
 
 
+@dataclass
+class RunOutput:
+    """What a runner wrote: shard results, inputs skipped outside any shard, manifest extras."""
+
+    results: list[ShardResult]
+    skips: list[Skip] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ShardRunner(Protocol):
+    """Writes the shards of `todo` (the ones not finished by an earlier run)."""
+
+    def __call__(self, todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput: ...
+
+
+def pool_runner(
+    processor: ShardProcessor, out_dir: str, *, workers: int, strict: bool
+) -> ShardRunner:
+    """The default runner: each shard's items through processor, in a local process pool."""
+
+    def run(todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput:
+        results = run_tasks(
+            todo, processor, out_dir, workers=workers, strict=strict, on_progress=on_progress
+        )
+        return RunOutput(results)
+
+    return run
+
+
 def write_dataset(
     plan: DatasetPlan,
-    processor: ShardProcessor,
+    processor: ShardProcessor | None = None,
     *,
-    workers: int,
+    workers: int = 1,
     strict: bool = False,
     overwrite: bool = False,
     quiet: bool = False,
     unit: str = "img",
+    runner: ShardRunner | None = None,
+    progress_total: int | None = None,
 ) -> ConversionReport:
     """Write (or finish, or confirm) the dataset a plan describes.
+
+    Args:
+        processor: turns each task item into examples (with the default pool runner).
+        runner: writes shards another way (the text converter tokenizes in batches).
+        progress_total: what the progress bar counts to (default: items of unfinished shards).
 
     Raises:
         DatasetError: out_dir holds something else and overwrite is False.
@@ -292,7 +340,12 @@ def write_dataset(
             len(plan.tasks) - len(todo),
             len(plan.tasks),
         )
-    bar = _progress_bar(sum(len(t.items) for t in todo), unit, quiet)
+    if runner is None:
+        if processor is None:
+            raise TypeError("write_dataset needs a processor or a runner")
+        runner = pool_runner(processor, plan.out_dir, workers=workers, strict=strict)
+    total = progress_total if progress_total is not None else sum(len(t.items) for t in todo)
+    bar = _progress_bar(total, unit, quiet)
     mb = [0]
 
     def on_progress(items: int, num_bytes: int) -> None:
@@ -302,16 +355,14 @@ def write_dataset(
         bar.update(items)
 
     try:
-        results = run_tasks(
-            todo, processor, plan.out_dir, workers=workers, strict=strict, on_progress=on_progress
-        )
+        output = runner(todo, on_progress)
     except BaseException:
         _remove_temporaries(plan.out_dir)
         raise
     finally:
         bar.close()
-    all_results = [*(r for r in finished.values() if r is not None), *results]
-    manifest = _finalize(plan, all_results)
+    all_results = [*(r for r in finished.values() if r is not None), *output.results]
+    manifest = _finalize(plan, all_results, output)
     return _report(
         plan,
         manifest,

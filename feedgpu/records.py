@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Mapping, Sequence
-from typing import IO, Union, cast
+from typing import IO, Any, Union, cast
 
 import google_crc32c
 
@@ -44,10 +44,37 @@ def _field(number: int, payload: bytes) -> bytes:
 
 
 def encode_varints(values: Sequence[int]) -> bytes:
-    """Packed varints, the body of an `Int64List`; small ids take one or two bytes each."""
+    """Packed varints, the body of an `Int64List`; small ids take one or two bytes each.
+
+    Long lists of non-negative ids (token ids) are encoded with numpy, not per value.
+    """
+    if len(values) > 16:
+        import numpy as np
+
+        array = np.asarray(values, dtype=np.int64)
+        if array.size and array.min() >= 0:
+            return _varints_numpy(array.astype(np.uint64))
+    if hasattr(values, "tolist"):  # a short numpy array: bytes() of it would be raw memory
+        values = values.tolist()
     if all(0 <= v < 0x80 for v in values):
         return bytes(values)
     return b"".join(_varint(v) for v in values)
+
+
+def _varints_numpy(values: Any) -> bytes:
+    import numpy as np
+
+    sizes = np.ones(values.shape, dtype=np.int64)
+    for k in range(1, 10):
+        sizes += values >= np.uint64(1 << (7 * k))
+    starts = np.cumsum(sizes) - sizes
+    out = np.empty(int(sizes.sum()), dtype=np.uint8)
+    for k in range(int(sizes.max(initial=1))):
+        mask = sizes > k
+        chunk = (values[mask] >> np.uint64(7 * k)) & np.uint64(0x7F)
+        more = (sizes[mask] > k + 1).astype(np.uint64) << np.uint64(7)
+        out[starts[mask] + k] = (chunk | more).astype(np.uint8)
+    return out.tobytes()
 
 
 def _feature(value: FeatureValue) -> bytes:
@@ -61,16 +88,16 @@ def _feature(value: FeatureValue) -> bytes:
         return _field(_KIND_INT64, _field(1, _varint(value)))
     if isinstance(value, float):
         return _field(_KIND_FLOAT, _field(1, struct.pack("<f", value)))
-    values = list(value)
-    if values and isinstance(values[0], (bytes, str)):
+    values = value if hasattr(value, "dtype") else list(value)  # numpy arrays stay arrays
+    if len(values) and isinstance(values[0], (bytes, str)):
         body = b"".join(
             _field(1, v.encode() if isinstance(v, str) else cast(bytes, v)) for v in values
         )
         return _field(_KIND_BYTES, body)
-    if values and isinstance(values[0], float):
+    if len(values) and isinstance(values[0], float):
         packed = struct.pack(f"<{len(values)}f", *values)
         return _field(_KIND_FLOAT, _field(1, packed))
-    packed_ints = encode_varints(values)  # type: ignore[arg-type]
+    packed_ints = encode_varints(value if hasattr(value, "dtype") else values)  # type: ignore[arg-type]
     return _field(_KIND_INT64, _field(1, packed_ints) if packed_ints else b"")
 
 

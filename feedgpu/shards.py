@@ -91,6 +91,9 @@ class Summary:
 
     def __init__(self, data: Mapping[str, Any] | None = None) -> None:
         self.data: dict[str, dict[str, Any]] = json.loads(json.dumps(data or {}))
+        for s in self.data.values():  # to_json's [edge, count] pairs back to a dict
+            if isinstance(s.get("hist"), list):
+                s["hist"] = {str(edge): n for edge, n in s["hist"]}
 
     @staticmethod
     def bucket(value: float) -> int:
@@ -124,12 +127,15 @@ class Summary:
                 s["hist"][edge] = s["hist"].get(edge, 0) + n
 
     def to_json(self) -> dict[str, Any]:
-        """Summaries with means and the histogram ordered by edge."""
+        """Summaries with means; the histogram as [upper edge, count] pairs in edge order."""
         out = {}
         for key, s in sorted(self.data.items()):
-            hist = dict(sorted(s.get("hist", {}).items(), key=lambda kv: int(kv[0])))
+            hist = s.get("hist", {})
+            pairs = sorted(
+                [int(edge), n] for edge, n in (hist.items() if isinstance(hist, dict) else hist)
+            )
             mean = s["sum"] / s["count"] if s["count"] else 0
-            out[key] = {**s, "mean": round(mean, 4), "hist": hist}
+            out[key] = {**s, "mean": round(mean, 4), "hist": pairs}
         return out
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import io
+import json
 import os
+import random
 import struct
 import zlib
 from pathlib import Path
@@ -111,4 +114,65 @@ def nasty_folder(tmp_path: Path) -> Path:
     (src / "bad/notes.txt").write_text("notes")
     os.symlink(src / "bad", src / "bad/loop")
     (src / "stray.jpg").write_bytes(good)
+    return src
+
+
+_WORD_LINES = (
+    "the film was great bad plot actor story excellent boring",  # English
+    "café naïve über straße élève",  # accents
+    "привет мир книга",  # Cyrillic
+    "東京 日本語 中文字",  # CJK
+    "مرحبا سلام",  # Arabic
+    "😀 🚀 👍🏽",  # emoji
+    "don't e-mail U.S.A. 3.14 #tag @user",  # punctuation
+)
+WORDS = [word for line in _WORD_LINES for word in line.split()]
+ODD_WORDS = ["ﬁne", "Ⅻ", "ＡＢＣ", "zero\u200bwidth", "bell\x07", "x" * 150, "é" * 60]
+
+
+def make_document(rng: random.Random, words: int) -> str:
+    pool = WORDS + ODD_WORDS if rng.random() < 0.2 else WORDS
+    return " ".join(rng.choice(pool) for _ in range(words))
+
+
+@pytest.fixture
+def text_folder(tmp_path: Path) -> Path:
+    """IMDB style: src/{train,test}/{pos,neg}/N.txt, skewed lengths, plus broken documents."""
+    rng = random.Random(0)
+    src = tmp_path / "imdb"
+    for split, count in (("train", 30), ("test", 10)):
+        for label in ("pos", "neg"):
+            folder = src / split / label
+            folder.mkdir(parents=True)
+            for i in range(count):
+                length = rng.choice([3, 10, 20, 40, 400])  # mostly short, a few long
+                (folder / f"{i:03d}.txt").write_text(make_document(rng, length), encoding="utf-8")
+    (src / "train/pos/latin1.txt").write_bytes("caf\xe9 au lait".encode("latin-1"))
+    (src / "train/neg/empty.txt").write_text("   \n")
+    (src / "train/neg/binary.txt").write_bytes(b"\x00\x01\x02 binary")
+    return src
+
+
+@pytest.fixture
+def jsonl_corpus(tmp_path: Path) -> Path:
+    """src/part-0.jsonl, part-1.jsonl.gz and notes.txt (a document per line), with bad lines."""
+    rng = random.Random(1)
+    src = tmp_path / "corpus"
+    src.mkdir()
+    lines = [
+        json.dumps(
+            {"text": make_document(rng, rng.randint(1, 60)), "label": rng.choice("ab")},
+            ensure_ascii=False,
+        )
+        for _ in range(60)
+    ]
+    lines[5] = '{"text": "unterminated'
+    lines[9] = json.dumps({"body": "no text field"})
+    lines[12] = json.dumps({"text": "   ", "label": "a"})
+    raw = ("\n".join(lines) + "\n").encode()
+    raw = raw.replace(b"\n", b"\n" + b'{"text": "bad \xff byte", "label": "a"}\n', 1)
+    (src / "part-0.jsonl").write_bytes(raw)
+    with gzip.open(src / "part-1.jsonl.gz", "wb") as f:
+        f.write(("\n".join(lines[20:40]) + "\n").encode())
+    (src / "notes.txt").write_text("first line doc\n\nsecond line doc\n", encoding="utf-8")
     return src

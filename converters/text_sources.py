@@ -1,0 +1,156 @@
+"""Text corpora as documents: .txt (a document per file or per line), .jsonl, gzip, class folders.
+
+Reading is streamed: a file is never held in memory beyond the document being read. Every
+document is yielded or reported as a `Skip` with its file and line.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from feedgpu.converters.listing import SourceFile, walk_source
+from feedgpu.errors import UsageError
+from feedgpu.shards import Skip
+
+TEXT_SUFFIXES = (".txt", ".text", ".jsonl", ".ndjson")
+_BINARY_PROBE = 8192
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document: id (file, plus :line for line-based files), text, label name or None."""
+
+    doc_id: str
+    text: str
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How files become documents.
+
+    Attributes:
+        doc_per_line: each non-blank line of a .txt file is a document.
+        text_field: JSON key of the text in .jsonl lines.
+        label_field: JSON key of the label in .jsonl lines, if any.
+        encoding_errors: "skip" drops non-UTF-8 documents; "replace" substitutes U+FFFD.
+    """
+
+    doc_per_line: bool = False
+    text_field: str = "text"
+    label_field: str | None = None
+    encoding_errors: str = "skip"
+
+
+def is_text_name(name: str) -> bool:
+    """True for .txt/.jsonl files, gzip-compressed or not."""
+    name = name.lower()
+    return name.removesuffix(".gz").endswith(TEXT_SUFFIXES)
+
+
+def list_text_files(src: str) -> tuple[list[SourceFile], list[Skip]]:
+    """Files of a folder (walked as for images) or of a glob pattern such as corpus/*.jsonl.gz."""
+    if not any(c in src for c in "*?["):
+        return walk_source(src, is_text_name, "not a text file")
+    base = src.split("*")[0].split("?")[0].split("[")[0]
+    base = base if base.endswith(os.sep) else os.path.dirname(base)
+    files, skips = [], []
+    for path in sorted(glob.glob(src, recursive=True)):
+        rel = os.path.relpath(path, base or ".").replace(os.sep, "/")
+        if not os.path.isfile(path):
+            continue
+        if is_text_name(path):
+            st = os.stat(path)
+            files.append(SourceFile(rel, path, st.st_size, st.st_mtime_ns))
+        else:
+            skips.append(Skip(rel, "not a text file", "extension not .txt/.jsonl(.gz)"))
+    if not files and not skips:
+        raise UsageError(f"{src}: the pattern matches no files")
+    return files, skips
+
+
+def _decode(raw: bytes, where: str, errors: str) -> str | Skip:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if errors == "replace":
+            return raw.decode("utf-8", errors="replace")
+        return Skip(
+            where,
+            "not UTF-8",
+            f"invalid byte at offset {e.start} (use --encoding-errors replace to keep it)",
+        )
+
+
+def _open(path: str) -> Iterator[bytes]:
+    opener = gzip.open if path.lower().endswith(".gz") else open
+    with opener(path, "rb") as f:
+        yield from f
+
+
+def iter_documents(file: SourceFile, options: ReadOptions) -> Iterator[Document | Skip]:
+    """Documents of one file, in order, with a Skip for each one that cannot be used."""
+    name = file.rel.lower().removesuffix(".gz")
+    is_json = name.endswith((".jsonl", ".ndjson"))
+    try:
+        lines = _open(file.path)
+        first = next(lines, b"")
+        if b"\0" in first[:_BINARY_PROBE]:
+            yield Skip(file.rel, "binary file", "contains NUL bytes")
+            return
+        if not is_json and not options.doc_per_line:
+            raw = first + b"".join(lines)  # one document per file: the document is the file
+            text = _decode(raw, file.rel, options.encoding_errors)
+            if isinstance(text, Skip):
+                yield text
+            elif not text.strip():
+                yield Skip(file.rel, "empty document", "no text")
+            else:
+                yield Document(file.rel, text)
+            return
+        for number, line in enumerate(_chain(first, lines), 1):
+            where = f"{file.rel}:{number}"
+            if not line.strip():
+                continue  # blank lines separate documents; they are not documents
+            text = _decode(line, where, options.encoding_errors)
+            if isinstance(text, Skip):
+                yield text
+            elif is_json:
+                yield _json_document(text, where, options)
+            else:
+                yield Document(where, text.rstrip("\r\n"))
+    except (OSError, EOFError, zlib.error) as e:
+        yield Skip(file.rel, "unreadable", f"{type(e).__name__}: {e} (documents before it kept)")
+
+
+def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    if first:
+        yield first
+    yield from rest
+
+
+def _json_document(text: str, where: str, options: ReadOptions) -> Document | Skip:
+    try:
+        row = json.loads(text)
+    except ValueError as e:
+        return Skip(where, "malformed JSON", str(e))
+    if not isinstance(row, dict):
+        return Skip(where, "malformed JSON", "not a JSON object")
+    value = row.get(options.text_field)
+    if not isinstance(value, str):
+        return Skip(where, "no text field", f"no string field {options.text_field!r}")
+    if not value.strip():
+        return Skip(where, "empty document", "no text")
+    label = None
+    if options.label_field:
+        raw_label = row.get(options.label_field)
+        if raw_label is None or isinstance(raw_label, (dict, list)):
+            return Skip(where, "no label", f"no scalar field {options.label_field!r}")
+        label = str(raw_label)
+    return Document(where, value, label)

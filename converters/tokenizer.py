@@ -1,0 +1,267 @@
+"""Tokenizers for conversion: load tokenizer.json or vocab.txt, or train one; never download.
+
+HF `tokenizers` is the reference for every model. WordPiece vocabularies also get a fast path,
+tensorflow-text's `FastBertTokenizer` (about 10x HF's throughput here), used only for documents
+it tokenizes exactly as the reference does: the few that contain compatibility characters
+(ligatures, roman numerals), control characters or very long non-ASCII words go to HF.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import re
+import unicodedata
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from feedgpu.errors import UsageError
+
+SPECIAL_WORDPIECE = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+SPECIAL_BPE = ("<pad>", "<unk>", "<s>", "</s>")
+_LONG_WORD = re.compile(r"\S{26,}")  # 26 chars can exceed 100 UTF-8 bytes
+_control_chars: re.Pattern[str] | None = None
+
+
+def _control_pattern() -> re.Pattern[str]:
+    """Characters BERT's normaliser removes (categories C*, except tab and newlines)."""
+    global _control_chars
+    if _control_chars is None:
+        ranges, start = [], None
+        for cp in range(0x110000):
+            bad = unicodedata.category(chr(cp)).startswith("C") and chr(cp) not in "\t\n\r"
+            if bad and start is None:
+                start = cp
+            elif not bad and start is not None:
+                ranges.append((start, cp - 1))
+                start = None
+        if start is not None:
+            ranges.append((start, 0x10FFFF))
+        body = "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
+        _control_chars = re.compile(f"[{body}]")
+    return _control_chars
+
+
+@dataclass(frozen=True)
+class TokenizerSpec:
+    """What `--tokenizer` asked for.
+
+    Attributes:
+        kind: "file" (tokenizer.json), "vocab" (vocab.txt) or "train".
+        path: the file, for file and vocab.
+        model: "wordpiece" or "bpe", for train.
+        vocab_size: for train.
+        lowercase: for vocab and trained WordPiece.
+    """
+
+    kind: str
+    path: str | None = None
+    model: str | None = None
+    vocab_size: int = 0
+    lowercase: bool = True
+
+    @classmethod
+    def parse(cls, text: str, lowercase: bool = True) -> TokenizerSpec:
+        """`path/tokenizer.json`, `path/vocab.txt`, or `train:wordpiece|bpe:SIZE`."""
+        if text.startswith("train:"):
+            parts = text.split(":")
+            if len(parts) != 3 or parts[1] not in ("wordpiece", "bpe") or not parts[2].isdigit():
+                raise UsageError(
+                    f"--tokenizer {text!r}: use train:wordpiece:SIZE or train:bpe:SIZE"
+                )
+            if int(parts[2]) < 100:
+                raise UsageError(f"--tokenizer {text!r}: a vocabulary needs at least 100 entries")
+            return cls("train", model=parts[1], vocab_size=int(parts[2]), lowercase=lowercase)
+        if not os.path.isfile(text):
+            raise UsageError(
+                f"--tokenizer {text}: no such file (give tokenizer.json, vocab.txt "
+                "or train:wordpiece:SIZE)"
+            )
+        return cls("file" if text.endswith(".json") else "vocab", path=text, lowercase=lowercase)
+
+
+class TextTokenizer:
+    """A loaded tokenizer: HF reference, optional fast WordPiece path, identity, saving."""
+
+    def __init__(self, hf: Any) -> None:
+        self.hf = hf
+        config = json.loads(hf.to_str())
+        self.config = config
+        model = config["model"]
+        self.is_wordpiece = model["type"] == "WordPiece"
+        normalizer = config.get("normalizer") or {}
+        self.lowercase = bool(normalizer.get("lowercase", False))
+        self.unk_id = hf.token_to_id(model.get("unk_token") or "[UNK]")
+        self.vocab_size = hf.get_vocab_size()
+        self._fast: Any = None
+        # The fast path reproduces BERT normalisation + pre-tokenisation + WordPiece only.
+        self.fast_capable = (
+            self.is_wordpiece
+            and normalizer.get("type") == "BertNormalizer"
+            and (config.get("pre_tokenizer") or {}).get("type") == "BertPreTokenizer"
+            and normalizer.get("strip_accents") in (None, self.lowercase)
+        )
+
+    @property
+    def identity(self) -> str:
+        """Content hash of the tokenizer: the same vocabulary and settings, the same hash."""
+        canonical = json.dumps(self.config, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def special_ids(self) -> tuple[list[int], list[int]]:
+        """Ids the tokenizer adds before and after a single sequence."""
+        marker = self.hf.encode("", add_special_tokens=True).ids
+        if not marker:
+            return [], []
+        probe = self.hf.encode("a", add_special_tokens=False).ids
+        full = self.hf.encode("a", add_special_tokens=True).ids
+        at = full.index(probe[0]) if probe and probe[0] in full else len(full)
+        return full[:at], full[at + len(probe) :]
+
+    def needs_reference(self, text: str) -> bool:
+        """True for documents the fast path might tokenize differently from HF."""
+        if not text.isascii():
+            # tensorflow-text normalises with NFKD and full case folding (ß -> ss); HF with NFD
+            # and lower(): they agree unless one of those differs on this text.
+            if self.lowercase and (
+                unicodedata.normalize("NFKD", text) != unicodedata.normalize("NFD", text)
+                or text.lower() != text.casefold()
+            ):
+                return True
+            for word in _LONG_WORD.findall(text):
+                if len(word) <= 100 < len(word.encode("utf-8")):
+                    return True
+        return _control_pattern().search(text) is not None
+
+    def fast(self) -> Any:
+        """The tensorflow-text FastBertTokenizer for this vocabulary (imports TensorFlow)."""
+        if self._fast is None:
+            import tensorflow as tf
+            import tensorflow_text as tf_text
+
+            vocab = [t for t, _ in sorted(self.hf.get_vocab().items(), key=lambda kv: kv[1])]
+            model = self.config["model"]
+            self._fast = tf_text.FastBertTokenizer(
+                vocab=vocab,
+                suffix_indicator=model.get("continuing_subword_prefix", "##"),
+                max_bytes_per_word=model.get("max_input_chars_per_word", 100),
+                token_out_type=tf.int64,
+                unknown_token=model.get("unk_token", "[UNK]"),
+                lower_case_nfd_strip_accents=self.lowercase,
+            )
+        return self._fast
+
+    def encode_reference(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids without special tokens, by HF (its own threads, in batches)."""
+        return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
+
+    def save(self, out_dir: str) -> list[str]:
+        """Write tokenizer.json (and vocab.txt for WordPiece) beside the shards."""
+        from feedgpu import storage
+
+        names = ["tokenizer.json"]
+        storage.write_atomic(os.path.join(out_dir, "tokenizer.json"), self.hf.to_str().encode())
+        if self.is_wordpiece:
+            vocab = [t for t, _ in sorted(self.hf.get_vocab().items(), key=lambda kv: kv[1])]
+            storage.write_atomic(
+                os.path.join(out_dir, "vocab.txt"), "".join(f"{t}\n" for t in vocab).encode()
+            )
+            names.append("vocab.txt")
+        return names
+
+
+def _bert_post_processor(hf: Any) -> None:
+    from tokenizers.processors import TemplateProcessing
+
+    cls_id, sep_id = hf.token_to_id("[CLS]"), hf.token_to_id("[SEP]")
+    if cls_id is not None and sep_id is not None:
+        hf.post_processor = TemplateProcessing(
+            single="[CLS] $A [SEP]",
+            pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+        )
+
+
+def _learn_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool) -> list[str]:
+    """A WordPiece vocabulary from tensorflow-text's learner, which is deterministic.
+
+    HF's WordPiece trainer is not: it breaks ties between equally frequent pairs by ids that
+    follow Rust's randomly seeded hash maps (measured here: four runs on one corpus gave four
+    different vocabularies), and conversion must give the same bytes on every run.
+    """
+    import tensorflow as tf
+    from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as learner
+    from tokenizers.normalizers import BertNormalizer
+
+    # The learner normalises with case folding (ß -> ss), HF with lower(): every character
+    # HF's normaliser leaves in the corpus joins the vocabulary, so none becomes [UNK].
+    normalizer = BertNormalizer(lowercase=lowercase)
+    alphabet: set[str] = set()
+
+    def corpus() -> Iterator[str]:
+        for text in texts:
+            alphabet.update(normalizer.normalize_str(text))
+            yield text
+
+    dataset = tf.data.Dataset.from_generator(
+        corpus, output_signature=tf.TensorSpec((), tf.string)
+    ).batch(1024)
+    learned = learner.bert_vocab_from_dataset(
+        dataset,
+        vocab_size=vocab_size,
+        reserved_tokens=list(SPECIAL_WORDPIECE),
+        bert_tokenizer_params={"lower_case": lowercase},
+        learn_params={},
+    )
+    vocab = [str(t) for t in learned]
+    known = set(vocab)
+    for char in sorted(c for c in alphabet if not c.isspace()):
+        vocab += [t for t in (char, f"##{char}") if t not in known]
+    return vocab
+
+
+def load_tokenizer(spec: TokenizerSpec, training_texts: Iterable[str] = ()) -> TextTokenizer:
+    """Load or train the tokenizer a spec names.
+
+    Raises:
+        UsageError: unreadable or invalid tokenizer files.
+    """
+    from tokenizers import Tokenizer
+    from tokenizers.implementations import BertWordPieceTokenizer, ByteLevelBPETokenizer
+
+    try:
+        if spec.kind == "file":
+            return TextTokenizer(Tokenizer.from_file(str(spec.path)))
+        if spec.kind == "vocab":
+            bert = BertWordPieceTokenizer(str(spec.path), lowercase=spec.lowercase)
+            hf = Tokenizer.from_str(bert.to_str())
+            _bert_post_processor(hf)
+            return TextTokenizer(hf)
+    except Exception as e:  # tokenizers raises plain Exception subclasses for bad files
+        raise UsageError(f"--tokenizer {spec.path}: cannot load ({e})") from e
+    stream = iter(training_texts)  # streamed: the corpus is never held in memory
+    first = next(stream, None)
+    if first is None:
+        raise UsageError("cannot train a tokenizer: the train split has no documents")
+    texts = itertools.chain([first], stream)
+    if spec.model == "wordpiece":
+        vocab = _learn_wordpiece(texts, spec.vocab_size, spec.lowercase)
+        bert = BertWordPieceTokenizer({t: i for i, t in enumerate(vocab)}, lowercase=spec.lowercase)
+        hf = Tokenizer.from_str(bert.to_str())
+        _bert_post_processor(hf)
+    else:
+        from tokenizers.processors import TemplateProcessing
+
+        bpe = ByteLevelBPETokenizer()
+        bpe.train_from_iterator(
+            texts, vocab_size=spec.vocab_size, min_frequency=2, special_tokens=list(SPECIAL_BPE)
+        )
+        hf = Tokenizer.from_str(bpe.to_str())
+        hf.post_processor = TemplateProcessing(
+            single="<s> $A </s>",
+            special_tokens=[("<s>", hf.token_to_id("<s>")), ("</s>", hf.token_to_id("</s>"))],
+        )
+    return TextTokenizer(hf)

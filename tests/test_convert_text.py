@@ -1,0 +1,213 @@
+"""`feedgpu convert text`: stored ids equal the reference tokenizer's, whatever the path taken."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import tensorflow_datasets as tfds
+from tokenizers import Tokenizer
+
+from feedgpu import DatasetError, UsageError, read_manifest
+from feedgpu.converters.text import TextOptions, convert_text
+from feedgpu.converters.tokenizer import TextTokenizer
+from feedgpu.records import decode_example, read_records
+
+
+def examples(out: Path) -> list[dict]:
+    found = []
+    for shard in sorted(out.glob("*.tfrecord-*")):
+        with open(shard, "rb") as f:
+            found += [decode_example(r) for r in read_records(f)]
+    return found
+
+
+def source_text(src: Path, doc_id: str) -> str:
+    return (src / doc_id).read_text(encoding="utf-8")
+
+
+def test_trained_wordpiece_round_trip_equals_hf_on_every_document(
+    tmp_path: Path, text_folder: Path
+) -> None:
+    out = tmp_path / "out"
+    options = TextOptions(tokenizer="train:wordpiece:400", folder_labels=True)
+    report = convert_text(str(text_folder), str(out), options, workers=2, quiet=True)
+    manifest = read_manifest(str(out))
+    assert report.examples_by_split == {"train": 60, "test": 20}
+    assert manifest["skipped"] == {"binary file": 1, "empty document": 1, "not UTF-8": 1}
+    assert manifest["label_names"] == ["neg", "pos"]
+    saved = Tokenizer.from_file(str(out / "tokenizer.json"))
+    assert (out / "vocab.txt").read_text().splitlines()[:5] == [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+    ]
+    assert TextTokenizer(saved).identity == manifest["tokenizer"]["identity"]
+    assert manifest["tokenizer"]["path"] == "fast_wordpiece"
+    assert manifest["tokenizer"]["mismatch_rate"] == 0.0
+    odd = 0
+    for ex in examples(out):
+        doc_id = ex["doc_id"][0].decode()
+        text = source_text(text_folder, doc_id)
+        assert ex["input_ids"] == saved.encode(text).ids, doc_id  # CLS ... SEP, exactly HF's
+        assert ex["length"] == [len(ex["input_ids"])]
+        assert manifest["label_names"][ex["label"][0]] == doc_id.split("/")[1]
+        odd += any(w in text for w in ("ﬁne", "Ⅻ", "\x07", "x" * 150))
+    assert odd > 0, "the corpus must exercise the documents routed to HF"
+    stats = manifest["text"]
+    assert stats["documents"] == 80
+    assert stats["tokens"] == sum(len(ex["input_ids"]) for ex in examples(out))
+    assert 0 < stats["padding_waste_fixed"]["512"] < 1 and stats["length_histogram"]
+
+
+def test_tfds_reads_text_dataset(tmp_path: Path, text_folder: Path) -> None:
+    out = tmp_path / "out"
+    convert_text(
+        str(text_folder),
+        str(out),
+        TextOptions(tokenizer="train:wordpiece:300", folder_labels=True),
+        quiet=True,
+    )
+    builder = tfds.builder_from_directory(str(out))
+    rows = list(builder.as_dataset(split="test"))
+    assert len(rows) == 20
+    assert rows[0]["input_ids"].shape.rank == 1 and int(rows[0]["input_ids"][0]) == 2  # [CLS]
+    assert builder.info.features["label"].names == ["neg", "pos"]
+    ids, labels = next(iter(builder.as_dataset(split="train", as_supervised=True)))
+    assert ids.dtype.name == "int64" and labels.shape == ()
+
+
+def test_jsonl_gzip_and_lines_with_every_document_accounted_for(
+    tmp_path: Path, jsonl_corpus: Path
+) -> None:
+    out = tmp_path / "out"
+    options = TextOptions(
+        tokenizer="train:bpe:300",
+        label_field="label",
+        doc_per_line=True,
+        split="train=0.8,validation=0.2",
+    )
+    report = convert_text(str(jsonl_corpus), str(out), options, quiet=True)
+    manifest = read_manifest(str(out))
+    skipped = [json.loads(line) for line in (out / "skipped.jsonl").read_text().splitlines()]
+    reasons = {(s["path"], s["reason"]) for s in skipped}
+    assert ("part-0.jsonl:7", "malformed JSON") in reasons  # line 6 + the inserted bad-byte line
+    assert ("part-0.jsonl:2", "not UTF-8") in reasons
+    assert ("part-0.jsonl:11", "no text field") in reasons
+    assert ("part-0.jsonl:14", "empty document") in reasons
+    # notes.txt has no label: with --label-field, its two lines are skipped, counted
+    assert ("notes.txt:1", "no label") in reasons and ("notes.txt:3", "no label") in reasons
+    total_docs = 61 + 20 + 2
+    assert manifest["text"]["documents"] + report.num_skipped == total_docs
+    assert set(report.examples_by_split) == {"train", "validation"}
+    saved = Tokenizer.from_file(str(out / "tokenizer.json"))
+    assert manifest["tokenizer"]["path"] == "hf" and manifest["tokenizer"]["model"] == "BPE"
+    by_id = {ex["doc_id"][0].decode(): ex["input_ids"] for ex in examples(out)}
+    for number, line in enumerate((jsonl_corpus / "part-0.jsonl").read_bytes().splitlines(), 1):
+        key = f"part-0.jsonl:{number}"
+        if key in by_id:
+            assert by_id[key] == saved.encode(json.loads(line)["text"]).ids  # <s> ... </s>
+
+
+def test_packing_conserves_every_token(tmp_path: Path, text_folder: Path) -> None:
+    plain, packed = tmp_path / "plain", tmp_path / "packed"
+    base = dict(tokenizer="train:wordpiece:300", num_shards=2)
+    convert_text(str(text_folder), str(plain), TextOptions(**base), quiet=True)
+    convert_text(str(text_folder), str(packed), TextOptions(**base, pack=64), quiet=True)
+    stored = [ex for ex in examples(packed)]
+    assert all(len(ex["input_ids"]) == len(ex["segment_ids"]) == 64 for ex in stored)
+    real = sum(1 for ex in stored for s in ex["segment_ids"] if s > 0)
+    assert real == sum(len(ex["input_ids"]) for ex in examples(plain))
+    for ex in stored:  # positions restart with each segment; padding is segment 0, id 0
+        for i in range(1, 64):
+            seg, prev = ex["segment_ids"][i], ex["segment_ids"][i - 1]
+            if seg and seg == prev:
+                assert ex["positions"][i] == ex["positions"][i - 1] + 1
+            if not seg:
+                assert ex["input_ids"][i] == 0
+    assert read_manifest(str(packed))["features"][0]["name"] == "input_ids"
+
+
+def test_max_length_truncates_and_stride_windows_cover(tmp_path: Path, text_folder: Path) -> None:
+    base = dict(tokenizer="train:wordpiece:300", folder_labels=True)
+    cut, win = tmp_path / "cut", tmp_path / "win"
+    convert_text(str(text_folder), str(cut), TextOptions(**base, max_length=32), quiet=True)
+    convert_text(
+        str(text_folder), str(win), TextOptions(**base, max_length=32, stride=8), quiet=True
+    )
+    saved = Tokenizer.from_file(str(cut / "tokenizer.json"))
+    for ex in examples(cut):
+        full = saved.encode(source_text(text_folder, ex["doc_id"][0].decode())).ids
+        assert len(ex["input_ids"]) <= 32
+        assert ex["input_ids"] == (full if len(full) <= 32 else [*full[:31], full[-1]])
+    windows: dict[str, list] = {}
+    for ex in examples(win):
+        windows.setdefault(ex["doc_id"][0].decode(), []).append(ex)
+    for doc_id, parts in windows.items():
+        parts.sort(key=lambda e: e["window"][0])
+        content = saved.encode(source_text(text_folder, doc_id)).ids[1:-1]
+        rebuilt = parts[0]["input_ids"][1:-1]
+        for part in parts[1:]:
+            rebuilt += part["input_ids"][1:-1][8:]  # each window repeats the last 8 ids
+        assert rebuilt == content, doc_id
+
+
+def test_deterministic_bytes_whatever_the_thread_count(tmp_path: Path, text_folder: Path) -> None:
+    options = TextOptions(tokenizer="train:wordpiece:300", folder_labels=True, chunk_mb=0.005)
+    convert_text(str(text_folder), str(tmp_path / "a"), options, workers=1, quiet=True)
+    convert_text(str(text_folder), str(tmp_path / "b"), options, workers=2, quiet=True)
+    files = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert files == sorted(p.name for p in (tmp_path / "b").iterdir())
+    for name in files:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_vocab_file_cased_and_uncased(tmp_path: Path) -> None:
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "Hello", "world", "##s", "!"]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("Hello worlds! HELLO")
+    for lowercase, expected in ((True, [2, 5, 7, 8, 9, 5, 3]), (False, [2, 6, 7, 8, 9, 1, 3])):
+        out = tmp_path / f"out{lowercase}"
+        convert_text(
+            str(src),
+            str(out),
+            TextOptions(tokenizer=str(tmp_path / "vocab.txt"), lowercase=lowercase),
+            quiet=True,
+        )
+        assert examples(out)[0]["input_ids"] == expected
+        assert read_manifest(str(out))["text"]["unknown_rate"] == (
+            0.0 if lowercase else round(1 / 7, 6)
+        )
+
+
+def test_strict_and_option_errors(tmp_path: Path, text_folder: Path) -> None:
+    from feedgpu import InputError
+
+    with pytest.raises(InputError, match=r"binary.txt: binary file.*\(stopped by --strict\)"):
+        convert_text(
+            str(text_folder),
+            str(tmp_path / "o"),
+            TextOptions(tokenizer="train:wordpiece:300"),
+            strict=True,
+            quiet=True,
+        )
+    with pytest.raises(UsageError, match="--stride needs --max-length"):
+        TextOptions(tokenizer="x", stride=4)
+    with pytest.raises(UsageError, match="train:wordpiece:SIZE"):
+        convert_text(str(text_folder), str(tmp_path / "p"), TextOptions(tokenizer="train:sp:10"))
+    out = tmp_path / "q"
+    convert_text(
+        str(text_folder), str(out), TextOptions(tokenizer="train:wordpiece:300"), quiet=True
+    )
+    with pytest.raises(DatasetError, match="max_length None -> 64"):
+        convert_text(
+            str(text_folder),
+            str(out),
+            TextOptions(tokenizer="train:wordpiece:300", max_length=64),
+            quiet=True,
+        )
