@@ -16,6 +16,7 @@ import logging
 import math
 import os
 import shutil
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -37,7 +38,7 @@ from feedgpu.converters.listing import (
 from feedgpu.converters.text_sources import Document, ReadOptions, iter_documents, list_text_files
 from feedgpu.converters.tokenizer import TextTokenizer, TokenizerSpec, load_tokenizer
 from feedgpu.errors import UsageError
-from feedgpu.records import encode_example
+from feedgpu.records import encode_example, varint_runs
 from feedgpu.shards import (
     MIN_SHARD_BYTES,
     MIN_SHARDS,
@@ -54,7 +55,7 @@ from feedgpu.shards import (
 logger = logging.getLogger(__name__)
 WASTE_LENGTHS = (64, 128, 256, 512, 1024)
 BATCH_DOCS = 512
-PARITY_SAMPLE = 2000
+PARITY_SAMPLE_CHARS = 200_000  # ~50k tokens: a fraction of a second on both paths
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,8 @@ class ChunkWriter:
     pad_id: int
     handles: dict[str, Any] = field(default_factory=dict)
     pieces: dict[str, dict[str, Any]] = field(default_factory=dict)
-    summaries: dict[str, Summary] = field(default_factory=dict)
+    lengths: dict[str, Counter[int]] = field(default_factory=dict)
+    unknown: Counter[str] = field(default_factory=Counter)
     packers: dict[str, list[list[int]]] = field(default_factory=dict)
 
     def write(self, key: str, record: bytes) -> None:
@@ -157,9 +159,13 @@ class ChunkWriter:
         self.pieces[key]["bytes"] += write_record(self.handles[key], record)
         self.pieces[key]["records"] += 1
 
-    def add(self, key: str, ids: Any, stats: dict[str, float], extra: dict[str, Any]) -> None:
-        """One document's ids (with special tokens): an example, or into the packer."""
-        self.summaries.setdefault(key, Summary()).add(stats)
+    def count(self, key: str, length: int, unknown: int) -> None:
+        """One document's statistics: exact length counts (cheap, and they merge exactly)."""
+        self.lengths.setdefault(key, Counter())[length] += 1
+        self.unknown[key] += unknown
+
+    def add(self, key: str, ids: Any, extra: dict[str, Any]) -> None:
+        """One example's ids (with special tokens): written, or into the packer."""
         if self.pack is None:
             self.write(key, encode_example({"input_ids": ids, **extra}))
             return
@@ -195,7 +201,10 @@ class ChunkWriter:
                 self._emit_packed(key, buffer)
         for handle in self.handles.values():
             handle.close()
-        return {k: {**v, "stats": self.summaries[k].to_json()} for k, v in self.pieces.items()}
+        return {
+            k: {**v, "lengths": dict(sorted(self.lengths[k].items())), "unknown": self.unknown[k]}
+            for k, v in self.pieces.items()
+        }
 
 
 class TextRunner:
@@ -262,14 +271,13 @@ class TextRunner:
             self.parity = {"path": "hf", "reason": "not a BERT WordPiece tokenizer"}
             return
         sample: list[str] = []
-        for chunk in self.chunks:
-            for doc, _ in self._documents(chunk):
-                if isinstance(doc, Document) and not self.tok.needs_reference(doc.text):
-                    sample.append(doc.text)
-                if len(sample) >= PARITY_SAMPLE:
+        chars = 0
+        for doc, _ in (d for chunk in self.chunks for d in self._documents(chunk)):
+            if isinstance(doc, Document) and not self.tok.needs_reference(doc.text):
+                sample.append(doc.text)
+                chars += len(doc.text)
+                if chars >= PARITY_SAMPLE_CHARS:
                     break
-            if len(sample) >= PARITY_SAMPLE:
-                break
         fast = self._tokenize_fast(sample) if sample else []
         reference = self.tok.encode_reference(sample) if sample else []
         mismatches = sum(1 for f, r in zip(fast, reference, strict=True) if list(f) != r)
@@ -297,11 +305,8 @@ class TextRunner:
         key = self._shard_key(split, doc.doc_id)
         content = np.asarray(ids, dtype=np.int64)
         full = len(self.before) + len(content) + len(self.after)
-        stats: dict[str, float] = {"doc_length": full}
-        if self.tok.unk_id is not None:
-            stats["unk"] = int((content == self.tok.unk_id).sum())
-        for length in WASTE_LENGTHS:
-            stats[f"min_len_{length}"] = min(full, length)
+        unknown = int((content == self.tok.unk_id).sum()) if self.tok.unk_id is not None else 0
+        writer.count(key, full, unknown)
         extra: dict[str, Any] = {"doc_id": doc.doc_id}
         if label is not None:
             extra["label"] = label
@@ -320,8 +325,44 @@ class TextRunner:
                 extra["window"] = number
             if self.options.pack is None:
                 extra["length"] = len(ids_out)
-            writer.add(key, ids_out, stats, dict(extra))
+            writer.add(key, ids_out, dict(extra))
         return full
+
+    def _emit_batch(self, writer: ChunkWriter, items: list[Any], ids_list: list[Any]) -> int:
+        """A batch of documents as one example each: ids varint-encoded in one numpy pass.
+
+        Windows and packing take the per-document path (`_emit`).
+        """
+        import numpy as np
+
+        if self.options.stride is not None or self.options.pack is not None:
+            return sum(
+                self._emit(writer, doc, split, label, ids)
+                for (doc, split, label), ids in zip(items, ids_list, strict=True)
+            )
+        before = np.asarray(self.before, dtype=np.int64)
+        after = np.asarray(self.after, dtype=np.int64)
+        budget = None
+        if self.options.max_length is not None:
+            budget = self.options.max_length - len(before) - len(after)
+        parts, lengths, keys, tokens = [], [], [], 0
+        for (doc, split, _), ids in zip(items, ids_list, strict=True):
+            content = np.asarray(ids, dtype=np.int64)
+            full = len(before) + len(content) + len(after)
+            unknown = int((content == self.tok.unk_id).sum()) if self.tok.unk_id is not None else 0
+            keys.append(self._shard_key(split, doc.doc_id))
+            writer.count(keys[-1], full, unknown)
+            tokens += full
+            kept = content if budget is None else content[:budget]
+            parts += [before, kept, after]
+            lengths.append(len(before) + len(kept) + len(after))
+        runs = varint_runs(np.concatenate(parts) if parts else np.zeros(0, np.int64), lengths)
+        for (doc, _, label), packed, length, key in zip(items, runs, lengths, keys, strict=True):
+            features: dict[str, Any] = {"doc_id": doc.doc_id, "input_ids": packed, "length": length}
+            if label is not None:
+                features["label"] = label
+            writer.write(key, encode_example(features))
+        return tokens
 
     def run_chunk(self, index: int, on_progress: Progress) -> None:
         """Tokenize one chunk into its piece folder, atomically."""
@@ -338,12 +379,13 @@ class TextRunner:
         tokens = 0
         batch: list[tuple[Document, str, int | None]] = []
 
-        def flush(pool: ThreadPoolExecutor, pending: list[Any]) -> None:
-            nonlocal tokens
-            for items, future in pending:
-                for (doc, split, label), ids in zip(items, future.result(), strict=True):
-                    tokens += self._emit(writer, doc, split, label, ids)
-            pending.clear()
+        def emit_ready(pending: list[Any], limit: int) -> int:
+            """Emit finished batches in order; wait only when more than limit are in flight."""
+            emitted = 0
+            while pending and (pending[0][1].done() or len(pending) > limit):
+                items, future = pending.pop(0)
+                emitted += self._emit_batch(writer, items, future.result())
+            return emitted
 
         # Tokenizing runs on worker threads (TF and HF release the GIL) while this thread reads.
         with ThreadPoolExecutor(max(1, self.workers if self.use_fast else 1)) as pool:
@@ -371,12 +413,10 @@ class TextRunner:
                     pending.append(
                         (items, pool.submit(self._tokenize, [d.text for d, _, _ in items]))
                     )
-                    if len(pending) > 2 * self.workers:
-                        flush(pool, pending[:1])
-                        pending.pop(0)
+                    tokens += emit_ready(pending, 4 * self.workers)
             if batch:
                 pending.append((batch, pool.submit(self._tokenize, [d.text for d, _, _ in batch])))
-            flush(pool, pending)
+            tokens += emit_ready(pending, 0)
             if last_file is not None:
                 on_progress(last_file.size, last_file.size)
         pieces = writer.close()
@@ -387,7 +427,7 @@ class TextRunner:
             "skips": [asdict(s) for s in skips],
         }
         with open(os.path.join(tmp, "chunk.json"), "w") as f:
-            json.dump(info, f)
+            f.write(json.dumps(info))
         storage.remove(final)
         os.replace(tmp, final)
 
@@ -411,14 +451,11 @@ class TextRunner:
         infos = [self._chunk_info(i) or {} for i in range(len(self.chunks))]
         results = [self._assemble(task, infos) for task in todo]
         skips = [Skip(**s) for info in infos for s in info.get("skips", [])]
-        summary = Summary()
-        for info in infos:
-            for piece in info.get("pieces", {}).values():
-                summary.merge(Summary(piece["stats"]))
+        pieces = [p for info in infos for p in info.get("pieces", {}).values()]
         self.tok.save(self.plan.out_dir)  # before the manifest, which names these files
         extra = {
             "tokenizer": {**self.plan.extra["tokenizer"], **self.parity},
-            "text": text_statistics(summary.to_json()),
+            "text": text_statistics(pieces),
         }
         return RunOutput(results, skips, extra)
 
@@ -428,7 +465,7 @@ class TextRunner:
         final = storage.join(self.plan.out_dir, task.filename)
         tmp = f"{final}.tmp-{os.getpid()}"
         result = ShardResult(task.filename, task.split, task.index, 0, 0)
-        summary = Summary()
+        pieces = []
         with storage.open_file(tmp, "wb") as out:
             for index, info in enumerate(infos):
                 piece = info.get("pieces", {}).get(key)
@@ -438,7 +475,10 @@ class TextRunner:
                     shutil.copyfileobj(f, out, 1 << 20)
                 result.num_records += piece["records"]
                 result.num_bytes += piece["bytes"]
-                summary.merge(Summary(piece["stats"]))
+                pieces.append(piece)
+        lengths = _merge_lengths(pieces)
+        summary = Summary()
+        summary.add_counts("doc_length", lengths)
         result.stats = summary.to_json()
         storage.write_atomic(
             sidecar_path(self.plan.out_dir, task.filename), json.dumps(result.to_json()).encode()
@@ -583,21 +623,33 @@ def plan_text_dataset(
     return plan, runner
 
 
-def text_statistics(stats: dict[str, Any]) -> dict[str, Any]:
-    """Documents, tokens, unknown-token rate and padding waste at fixed lengths."""
-    doc = stats.get("doc_length", {})
-    count, tokens = doc.get("count", 0), doc.get("sum", 0)
+def _merge_lengths(pieces: list[dict[str, Any]]) -> Counter[int]:
+    total: Counter[int] = Counter()
+    for piece in pieces:
+        total.update({int(k): n for k, n in piece["lengths"].items()})
+    return total
+
+
+def text_statistics(pieces: list[dict[str, Any]]) -> dict[str, Any]:
+    """Documents, tokens, unknown rate, padding waste at fixed lengths, exact length counts.
+
+    Lengths count every id of a document, special tokens included, before truncation; the
+    exact histogram is what the pipeline chooses bucket boundaries from.
+    """
+    lengths = _merge_lengths(pieces)
+    count = sum(lengths.values())
+    tokens = sum(length * n for length, n in lengths.items())
+    unknown = sum(p["unknown"] for p in pieces)
     waste = {}
-    for length in WASTE_LENGTHS:
-        kept = stats.get(f"min_len_{length}", {}).get("sum", 0)
-        waste[str(length)] = round(1 - kept / (count * length), 4) if count else 0.0
-    unk = stats.get("unk", {}).get("sum", 0)
+    for fixed in WASTE_LENGTHS:
+        kept = sum(min(length, fixed) * n for length, n in lengths.items())
+        waste[str(fixed)] = round(1 - kept / (count * fixed), 4) if count else 0.0
     return {
         "documents": count,
         "tokens": tokens,
-        "unknown_rate": round(unk / tokens, 6) if tokens else 0.0,
+        "unknown_rate": round(unknown / tokens, 6) if tokens else 0.0,
         "padding_waste_fixed": waste,
-        "length_histogram": doc.get("hist", {}),
+        "length_counts": sorted([length, n] for length, n in lengths.items()),
     }
 
 

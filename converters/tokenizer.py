@@ -23,26 +23,7 @@ from feedgpu.errors import UsageError
 SPECIAL_WORDPIECE = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 SPECIAL_BPE = ("<pad>", "<unk>", "<s>", "</s>")
 _LONG_WORD = re.compile(r"\S{26,}")  # 26 chars can exceed 100 UTF-8 bytes
-_control_chars: re.Pattern[str] | None = None
-
-
-def _control_pattern() -> re.Pattern[str]:
-    """Characters BERT's normaliser removes (categories C*, except tab and newlines)."""
-    global _control_chars
-    if _control_chars is None:
-        ranges, start = [], None
-        for cp in range(0x110000):
-            bad = unicodedata.category(chr(cp)).startswith("C") and chr(cp) not in "\t\n\r"
-            if bad and start is None:
-                start = cp
-            elif not bad and start is not None:
-                ranges.append((start, cp - 1))
-                start = None
-        if start is not None:
-            ranges.append((start, 0x10FFFF))
-        body = "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
-        _control_chars = re.compile(f"[{body}]")
-    return _control_chars
+_ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -122,19 +103,29 @@ class TextTokenizer:
         return full[:at], full[at + len(probe) :]
 
     def needs_reference(self, text: str) -> bool:
-        """True for documents the fast path might tokenize differently from HF."""
-        if not text.isascii():
+        """True for documents the fast path might tokenize differently from HF.
+
+        Decided per distinct character (a document has few), which keeps this cheap.
+        """
+        if text.isascii():
+            return _ASCII_CONTROL.search(text) is not None
+        for char in set(text):
+            if unicodedata.category(char)[0] == "C" and char not in "\t\n\r":
+                return True  # BERT's normaliser drops control and format characters
             # tensorflow-text normalises with NFKD and full case folding (ß -> ss); HF with NFD
-            # and lower(): they agree unless one of those differs on this text.
-            if self.lowercase and (
-                unicodedata.normalize("NFKD", text) != unicodedata.normalize("NFD", text)
-                or text.lower() != text.casefold()
+            # and lower() (with a context-dependent final sigma).
+            if (
+                self.lowercase
+                and not char.isascii()
+                and (
+                    char == "Σ"
+                    or char.lower() != char.casefold()
+                    or unicodedata.normalize("NFKD", char) != unicodedata.normalize("NFD", char)
+                )
             ):
                 return True
-            for word in _LONG_WORD.findall(text):
-                if len(word) <= 100 < len(word.encode("utf-8")):
-                    return True
-        return _control_pattern().search(text) is not None
+        # HF counts a word's limit in characters, tensorflow-text in bytes.
+        return any(len(w) <= 100 < len(w.encode("utf-8")) for w in _LONG_WORD.findall(text))
 
     def fast(self) -> Any:
         """The tensorflow-text FastBertTokenizer for this vocabulary (imports TensorFlow)."""

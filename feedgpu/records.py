@@ -61,23 +61,56 @@ def encode_varints(values: Sequence[int]) -> bytes:
     return b"".join(_varint(v) for v in values)
 
 
-def _varints_numpy(values: Any) -> bytes:
+class PackedVarints(bytes):
+    """An `Int64List` body already encoded (by `varint_runs`), stored as is."""
+
+
+def varint_runs(values: Any, run_lengths: Sequence[int]) -> list[PackedVarints]:
+    """Encode many id lists at once: one numpy pass over their concatenation, then slices.
+
+    Args:
+        values: the concatenated non-negative ids (numpy int64).
+        run_lengths: how many ids belong to each list, in order.
+    """
     import numpy as np
 
-    sizes = np.ones(values.shape, dtype=np.int64)
-    for k in range(1, 10):
-        sizes += values >= np.uint64(1 << (7 * k))
-    starts = np.cumsum(sizes) - sizes
-    out = np.empty(int(sizes.sum()), dtype=np.uint8)
-    for k in range(int(sizes.max(initial=1))):
-        mask = sizes > k
-        chunk = (values[mask] >> np.uint64(7 * k)) & np.uint64(0x7F)
-        more = (sizes[mask] > k + 1).astype(np.uint64) << np.uint64(7)
-        out[starts[mask] + k] = (chunk | more).astype(np.uint8)
-    return out.tobytes()
+    array = np.asarray(values, dtype=np.int64).astype(np.uint64)
+    if not array.size:
+        return [PackedVarints(b"") for _ in run_lengths]
+    encoded, sizes = _varints_numpy(array, with_sizes=True)
+    ends = np.cumsum(sizes)
+    id_ends = np.cumsum(np.asarray(run_lengths, dtype=np.int64))
+    byte_ends = [int(ends[e - 1]) if e else 0 for e in id_ends]
+    out, start = [], 0
+    for end in byte_ends:
+        out.append(PackedVarints(encoded[start:end]))
+        start = end
+    return out
+
+
+def _varints_numpy(values: Any, with_sizes: bool = False) -> Any:
+    """Varints of a uint64 array: a (n, width) byte table, then its used cells in row order."""
+    import numpy as np
+
+    width = max(1, (int(values.max()).bit_length() + 6) // 7)
+    # Ids below 2**28 (every real vocabulary) fit 32-bit arithmetic: a quarter of the memory.
+    kind = np.uint32 if width <= 4 else np.uint64
+    values = values.astype(kind)
+    sizes = np.ones(len(values), dtype=np.int8)
+    for k in range(1, width):
+        sizes += values >= kind(1 << (7 * k))
+    table = np.empty((len(values), width), dtype=np.uint8)
+    for k in range(width):
+        group = (values >> kind(7 * k)) & kind(0x7F)
+        more = (sizes > k + 1).astype(np.uint8) * np.uint8(0x80)  # continuation bit
+        table[:, k] = group.astype(np.uint8) | more
+    encoded = table[np.arange(width, dtype=np.int8) < sizes[:, None]].tobytes()
+    return (encoded, sizes.astype(np.int64)) if with_sizes else encoded
 
 
 def _feature(value: FeatureValue) -> bytes:
+    if isinstance(value, PackedVarints):
+        return _field(_KIND_INT64, _field(1, value) if value else b"")
     if isinstance(value, str):
         value = value.encode("utf-8")
     if isinstance(value, bytes):
@@ -115,7 +148,7 @@ def encode_example(features: Mapping[str, FeatureValue]) -> bytes:
     for name in sorted(features):
         value = features[name]
         key = _field(1, name.encode("utf-8"))
-        if isinstance(value, bytes) and len(value) > 1024:
+        if isinstance(value, bytes) and len(value) > 1024 and not isinstance(value, PackedVarints):
             inner = _header(1, len(value))  # BytesList.value
             kind = _header(_KIND_BYTES, len(inner) + len(value))
             feature_len = len(kind) + len(inner) + len(value)

@@ -105,13 +105,20 @@ class Summary:
     def add(self, stats: Mapping[str, float]) -> None:
         """Record one example's statistics."""
         for key, value in stats.items():
+            self.add_counts(key, {value: 1})
+
+    def add_counts(self, key: str, counts: Mapping[Any, int]) -> None:
+        """Record `n` examples of each value at once."""
+        for value, n in sorted(counts.items()):
+            if n <= 0:
+                continue
             s = self.data.setdefault(key, {"count": 0, "sum": 0, "min": value, "max": value})
-            s["count"] += 1
-            s["sum"] += value
+            s["count"] += n
+            s["sum"] += value * n
             s["min"], s["max"] = min(s["min"], value), max(s["max"], value)
             hist = s.setdefault("hist", {})
             edge = str(self.bucket(value))
-            hist[edge] = hist.get(edge, 0) + 1
+            hist[edge] = hist.get(edge, 0) + n
 
     def merge(self, other: Summary) -> None:
         """Fold another summary into this one."""

@@ -27,3 +27,13 @@ def test_bench_convert_images_smoke(tmp_path: Path, capsys) -> None:
     assert result.ceiling_img_s > 0 and result.classic_img_s > 0 and result.ours_img_s > 0
     assert result.worker_peak_rss_mb_full > 0
     assert "ours/(a) =" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_bench_convert_text_smoke(capsys) -> None:
+    bench = load("bench_convert_text")
+    result = bench.main(["--mb", "0.3", "--rounds", "1", "--vocab-size", "300"])
+    assert result.tokens > 0 and result.documents > 0
+    assert result.ceiling_tok_s > 0 and result.plain_tok_s > 0 and result.ours_tok_s > 0
+    assert "ours/(b) =" in capsys.readouterr().out.splitlines()[-1]
+    bpe = bench.main(["--mb", "0.2", "--rounds", "1", "--vocab-size", "300", "--bpe"])
+    assert bpe.tokenizer == "bpe" and bpe.ours_tok_s > 0

@@ -60,7 +60,7 @@ def test_trained_wordpiece_round_trip_equals_hf_on_every_document(
     stats = manifest["text"]
     assert stats["documents"] == 80
     assert stats["tokens"] == sum(len(ex["input_ids"]) for ex in examples(out))
-    assert 0 < stats["padding_waste_fixed"]["512"] < 1 and stats["length_histogram"]
+    assert 0 < stats["padding_waste_fixed"]["512"] < 1 and stats["length_counts"]
 
 
 def test_tfds_reads_text_dataset(tmp_path: Path, text_folder: Path) -> None:
@@ -211,3 +211,96 @@ def test_strict_and_option_errors(tmp_path: Path, text_folder: Path) -> None:
             TextOptions(tokenizer="train:wordpiece:300", max_length=64),
             quiet=True,
         )
+
+
+def test_kill_minus_nine_then_resume_gives_identical_bytes(
+    tmp_path: Path, text_folder: Path
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    vocab = tmp_path / "vocab"
+    convert_text(
+        str(text_folder), str(vocab), TextOptions(tokenizer="train:wordpiece:300"), quiet=True
+    )
+    args = [
+        "convert",
+        "text",
+        str(text_folder),
+        "OUT",
+        "--tokenizer",
+        str(vocab / "vocab.txt"),
+        "--folder-labels",
+        "--chunk-mb",
+        "0.002",
+        "--quiet",
+    ]
+    killed = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "feedgpu", *[str(killed) if a == "OUT" else a for a in args]]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    work = killed / ".feedgpu-work"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if work.exists() and any(p.name == "chunk-00002" for p in work.iterdir()):
+            break
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "feedgpu.json").exists(), "the run finished before it could be killed"
+    done_before = {
+        p.name for p in work.iterdir() if p.name.startswith("chunk-") and ".tmp-" not in p.name
+    }
+    resumed = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    from feedgpu.cli import main
+
+    assert main([str(tmp_path / "clean") if a == "OUT" else a for a in args]) == 0
+    names = sorted(p.name for p in (tmp_path / "clean").iterdir())
+    assert names == sorted(p.name for p in killed.iterdir())
+    for name in names:
+        assert (killed / name).read_bytes() == (tmp_path / "clean" / name).read_bytes(), name
+    assert len(done_before) >= 2  # killed after some chunks were complete, before the end
+
+
+def test_cli_convert_text_json_and_error_line(tmp_path: Path, text_folder: Path, capsys) -> None:
+    from feedgpu.cli import main
+
+    out = tmp_path / "out"
+    code = main(
+        [
+            "convert",
+            "text",
+            str(text_folder),
+            str(out),
+            "--tokenizer",
+            "train:wordpiece:300",
+            "--json",
+            "--split",
+            "train=0.5,test=0.5",
+        ]
+    )
+    assert code == 2  # split folders exist: --split is refused
+    assert capsys.readouterr().err == (
+        "feedgpu: error: the source already has train/validation/test folders; drop --split\n"
+    )
+    assert (
+        main(
+            [
+                "convert",
+                "text",
+                str(text_folder),
+                str(out),
+                "--tokenizer",
+                "train:wordpiece:300",
+                "--json",
+                "--max-length",
+                "64",
+            ]
+        )
+        == 0
+    )
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["text"]["documents"] == 80 and summary["num_skipped"] == 3
+    assert main(["verify", str(out), "--quiet"]) == 0

@@ -1,0 +1,195 @@
+"""How fast is `feedgpu convert text` against the fastest exact tokenizer and a plain converter?
+
+Alternates, in one process on the same generated corpus (JSONL, Zipf-distributed words):
+  (a) ceiling: tensorflow-text FastBertTokenizer alone over every document, parallel tf.data
+      map on all cores, nothing written;
+  (b) plain: HF `encode_batch` in a loop, one `tf.train.Example` per document, one
+      `TFRecordWriter` (what a straightforward script does);
+  (c) ours: `convert_text` with the same vocab.txt.
+Prints tokens/s and the ratios ours/(a) and ours/(b) last (targets >= 0.7 and >= 5). With
+`--bpe`, the same for a byte-level BPE tokenizer.json: (b) HF alone is then the baseline.
+All three run after TensorFlow is imported (the CLI pays that import once, ~7 s, reported apart).
+
+Usage: python benchmarks/bench_convert_text.py [--mb 50] [--rounds 3] [--bpe]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class TextBenchResult:
+    """Median tokens/s of each contender."""
+
+    corpus_mb: float
+    documents: int
+    tokens: int
+    tokenizer: str
+    ceiling_tok_s: float
+    plain_tok_s: float
+    ours_tok_s: float
+    tf_import_s: float
+
+    @property
+    def ours_vs_ceiling(self) -> float:
+        return self.ours_tok_s / self.ceiling_tok_s
+
+    @property
+    def ours_vs_plain(self) -> float:
+        return self.ours_tok_s / self.plain_tok_s
+
+
+def make_corpus(folder: str, megabytes: float, seed: int = 0) -> list[str]:
+    """JSONL files of documents with Zipf-distributed synthetic words and lognormal lengths."""
+    rng = random.Random(seed)
+    letters = "etaoinshrdlcumwfgypbvkjxqz"
+    vocab = [
+        "".join(rng.choice(letters[: rng.randint(6, 26)]) for _ in range(rng.randint(2, 11)))
+        for _ in range(30000)
+    ]
+    weights = [1 / (rank + 1) for rank in range(len(vocab))]
+    os.makedirs(folder, exist_ok=True)
+    docs, size, part = [], 0, 0
+    target = megabytes * 1e6
+    out = open(os.path.join(folder, "part-000.jsonl"), "w", encoding="utf-8")  # noqa: SIM115
+    while size < target:
+        words = rng.choices(vocab, weights, k=max(5, int(rng.lognormvariate(5, 0.8))))
+        text = " ".join(words).capitalize() + "."
+        line = json.dumps({"text": text}) + "\n"
+        out.write(line)
+        docs.append(text)
+        size += len(line)
+        if size > (part + 1) * target / 8:
+            part += 1
+            out.close()
+            out = open(os.path.join(folder, f"part-{part:03d}.jsonl"), "w", encoding="utf-8")  # noqa: SIM115
+    out.close()
+    return docs
+
+
+def run_ceiling(tokenizer, docs: list[str]) -> tuple[float, int]:
+    import tensorflow as tf
+
+    fast = tokenizer.fast()
+    start = time.perf_counter()
+    ds = tf.data.Dataset.from_tensor_slices(docs).batch(512)
+    ds = ds.map(lambda t: fast.tokenize(t).row_lengths(), num_parallel_calls=tf.data.AUTOTUNE)
+    tokens = sum(int(n.numpy().sum()) for n in ds.prefetch(tf.data.AUTOTUNE))
+    return tokens / (time.perf_counter() - start), tokens
+
+
+def run_plain(tokenizer, docs: list[str], out_dir: str) -> float:
+    import tensorflow as tf
+
+    start = time.perf_counter()
+    tokens = 0
+    with tf.io.TFRecordWriter(os.path.join(out_dir, "plain.tfrecord")) as writer:
+        for i in range(0, len(docs), 1000):
+            for enc in tokenizer.hf.encode_batch(docs[i : i + 1000]):
+                tokens += len(enc.ids)
+                feature = {
+                    "input_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=enc.ids))
+                }
+                writer.write(
+                    tf.train.Example(
+                        features=tf.train.Features(feature=feature)
+                    ).SerializeToString()
+                )
+    return tokens / (time.perf_counter() - start)
+
+
+def run_ours(src: str, out_dir: str, tokenizer_arg: str) -> tuple[float, int]:
+    from feedgpu import read_manifest
+    from feedgpu.converters.text import TextOptions, convert_text
+
+    shutil.rmtree(out_dir, ignore_errors=True)
+    start = time.perf_counter()
+    convert_text(src, out_dir, TextOptions(tokenizer=tokenizer_arg), quiet=True)
+    seconds = time.perf_counter() - start
+    tokens = int(read_manifest(out_dir)["text"]["tokens"])
+    return tokens / seconds, tokens
+
+
+def main(argv: Sequence[str] | None = None) -> TextBenchResult:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mb", type=float, default=50)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--bpe", action="store_true", help="byte-level BPE tokenizer.json instead")
+    args = parser.parse_args(argv)
+    t0 = time.perf_counter()
+    import tensorflow  # noqa: F401
+
+    tf_import_s = time.perf_counter() - t0
+    from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
+
+    tmp = tempfile.mkdtemp(prefix="bench_text_")
+    try:
+        src = os.path.join(tmp, "corpus")
+        docs = make_corpus(src, args.mb)
+        sample = docs[: max(200, len(docs) // 20)]
+        kind = "bpe" if args.bpe else "wordpiece"
+        tok = load_tokenizer(TokenizerSpec.parse(f"train:{kind}:{args.vocab_size}"), iter(sample))
+        tok.save(tmp)
+        tokenizer_arg = os.path.join(tmp, "tokenizer.json" if args.bpe else "vocab.txt")
+        rates: dict[str, list[float]] = {"ceiling": [], "plain": [], "ours": []}
+        tokens = 0
+        for r in range(args.rounds):
+            if not args.bpe:
+                rates["ceiling"].append(run_ceiling(tok, docs)[0])
+            rates["plain"].append(run_plain(tok, docs, tmp))
+            rate, tokens = run_ours(src, os.path.join(tmp, "out"), tokenizer_arg)
+            rates["ours"].append(rate)
+            print(
+                f"round {r + 1}: "
+                + ", ".join(f"{k} {v[-1] / 1e6:.2f} M tok/s" for k, v in rates.items() if v),
+                file=sys.stderr,
+            )
+        median = {k: statistics.median(v) if v else math.nan for k, v in rates.items()}
+        result = TextBenchResult(
+            corpus_mb=args.mb,
+            documents=len(docs),
+            tokens=tokens,
+            tokenizer=kind,
+            ceiling_tok_s=round(median["ceiling"], 1),
+            plain_tok_s=round(median["plain"], 1),
+            ours_tok_s=round(median["ours"], 1),
+            tf_import_s=round(tf_import_s, 2),
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{'contender':<46}{'M tokens/s':>12}")
+    if not args.bpe:
+        label = "(a) ceiling: fast WordPiece alone, all cores"
+        print(f"{label:<46}{result.ceiling_tok_s / 1e6:>12.2f}")
+    print(f"{'(b) plain: HF encode_batch + TFRecordWriter':<46}{result.plain_tok_s / 1e6:>12.2f}")
+    print(f"{'(c) feedgpu convert text':<46}{result.ours_tok_s / 1e6:>12.2f}")
+    print(f"{result.documents} documents, {result.tokens} tokens; TF import {tf_import_s:.1f} s")
+    print(
+        json.dumps(
+            {
+                **asdict(result),
+                "ours_vs_ceiling": round(result.ours_vs_ceiling, 3),
+                "ours_vs_plain": round(result.ours_vs_plain, 3),
+            }
+        )
+    )
+    ceiling = f"ours/(a) = {result.ours_vs_ceiling:.2f}x (target >= 0.7)   " if not args.bpe else ""
+    print(f"{ceiling}ours/(b) = {result.ours_vs_plain:.2f}x (target >= {1 if args.bpe else 5})")
+    return result
+
+
+if __name__ == "__main__":
+    main()
