@@ -17,7 +17,8 @@ def test_help_does_not_import_tensorflow() -> None:
     code = (
         "import sys\n"
         "from feedgpu.cli import main\n"
-        "for argv in (['--help'], ['convert', '--help'], ['convert', 'images', '--help']):\n"
+        "for argv in (['--help'], ['convert', '--help'], ['convert', 'images', '--help'],\n"
+        "             ['convert', 'text', '--help'], ['verify', '--help']):\n"
         "    try:\n"
         "        main(argv)\n"
         "    except SystemExit:\n"
@@ -29,7 +30,7 @@ def test_help_does_not_import_tensorflow() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
-    assert "--shard-size-mb" in result.stdout
+    assert "--shard-size-mb" in result.stdout and "--tokenizer SPEC" in result.stdout
 
 
 def test_missing_source_is_one_line_usage_error(
