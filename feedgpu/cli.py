@@ -27,6 +27,33 @@ def _common_output(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print a machine-readable summary on stdout")
 
 
+def _conversion_options(p: argparse.ArgumentParser, *, workers: str) -> None:
+    """Options every converter shares: splits, naming, sharding, parallelism, policy, output."""
+    p.add_argument(
+        "--split",
+        metavar="SPEC",
+        help="hash split when SRC has no split folders, e.g. train=0.9,validation=0.1",
+    )
+    p.add_argument("--name", help="dataset name (default: SRC's folder name)")
+    p.add_argument("--shard-size-mb", type=float, default=128, help="target shard size")
+    p.add_argument("--num-shards", type=int, help="shards per split (overrides --shard-size-mb)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the assignment to shards")
+    p.add_argument("--workers", type=int, help=f"{workers} (default: all cores)")
+    p.add_argument(
+        "--strict",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="stop at the first bad input instead of skipping it",
+    )
+    p.add_argument(
+        "--overwrite",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="replace a dataset in OUT that was made with other options",
+    )
+    _common_output(p)
+
+
 def _build_parser() -> _Parser:
     parser = _Parser(
         prog="feedgpu",
@@ -54,12 +81,6 @@ def _build_parser() -> _Parser:
     images.add_argument("--path-column", help="label file column holding the image path")
     images.add_argument("--label-column", help="label file column holding the class")
     images.add_argument(
-        "--split",
-        metavar="SPEC",
-        help="hash split when SRC has no split folders, e.g. train=0.9,validation=0.1",
-    )
-    images.add_argument("--name", help="dataset name (default: SRC's folder name)")
-    images.add_argument(
         "--quality", type=int, default=95, help="JPEG quality for re-encoded images"
     )
     images.add_argument(
@@ -83,25 +104,7 @@ def _build_parser() -> _Parser:
         default=None,
         help="skip larger images as decompression bombs (default: Pillow's limit)",
     )
-    images.add_argument("--shard-size-mb", type=float, default=128, help="target shard size")
-    images.add_argument(
-        "--num-shards", type=int, help="shards per split (overrides --shard-size-mb)"
-    )
-    images.add_argument("--seed", type=int, default=0, help="seed of the assignment to shards")
-    images.add_argument("--workers", type=int, help="worker processes (default: all cores)")
-    images.add_argument(
-        "--strict",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="stop at the first bad input instead of skipping it",
-    )
-    images.add_argument(
-        "--overwrite",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="replace a dataset in OUT that was made with other options",
-    )
-    _common_output(images)
+    _conversion_options(images, workers="worker processes")
     images.set_defaults(func=_convert_images)
 
     text = kinds.add_parser(
@@ -164,31 +167,13 @@ def _build_parser() -> _Parser:
         default=True,
         help="add the tokenizer's special tokens (CLS/SEP, BOS/EOS)",
     )
-    text.add_argument("--split", metavar="SPEC", help="hash split, e.g. train=0.98,validation=0.02")
-    text.add_argument("--name", help="dataset name (default: SRC's folder name)")
-    text.add_argument("--shard-size-mb", type=float, default=128, help="target shard size")
-    text.add_argument("--num-shards", type=int, help="shards per split")
-    text.add_argument("--seed", type=int, default=0, help="seed of the assignment to shards")
     text.add_argument(
         "--chunk-mb",
         type=float,
         default=32,
         help="input per resumable unit: a killed run redoes at most one chunk",
     )
-    text.add_argument("--workers", type=int, help="tokenizer threads (default: all cores)")
-    text.add_argument(
-        "--strict",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="stop at the first bad document instead of skipping it",
-    )
-    text.add_argument(
-        "--overwrite",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="replace a dataset in OUT that was made with other options",
-    )
-    _common_output(text)
+    _conversion_options(text, workers="tokenizer threads")
     text.set_defaults(func=_convert_text)
 
     verify = sub.add_parser(
@@ -244,8 +229,7 @@ def _convert_images(args: argparse.Namespace) -> int:
         num_shards=args.num_shards,
         name=args.name,
     )
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers {args.workers}: must be at least 1")
+    _check_workers(args)
     report = convert_images(
         args.src,
         args.out,
@@ -258,23 +242,8 @@ def _convert_images(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         quiet=args.quiet or args.json,
     )
-    if args.json:
-        _print_json(report.to_json())
-        return 0
-    if report.already_done:
-        print(f"{args.out}: already converted with these options and inputs; nothing to do")
-        return 0
-    summary = report.to_json()
-    splits = ", ".join(f"{k} {v}" for k, v in report.examples_by_split.items())
-    print(
-        f"wrote {report.num_examples} images ({splits}) in {report.num_shards} shards, "
-        f"{report.num_bytes / 1e6:.1f} MB in {report.seconds:.1f} s "
-        f"({summary['inputs_per_s']} files/s)"
-    )
-    if report.num_skipped:
-        reasons = ", ".join(f"{n} {r}" for r, n in report.skipped_by_reason.items())
-        print(f"skipped {report.num_skipped} files ({reasons}); see {args.out}/skipped.jsonl")
-    return 0
+    rate = f"{report.to_json()['inputs_per_s']} files/s"
+    return _print_conversion(args, report, f"{report.num_examples} images", rate, {})
 
 
 def _convert_text(args: argparse.Namespace) -> int:
@@ -300,8 +269,7 @@ def _convert_text(args: argparse.Namespace) -> int:
         name=args.name,
         chunk_mb=args.chunk_mb,
     )
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers {args.workers}: must be at least 1")
+    _check_workers(args)
     report = convert_text(
         args.src,
         args.out,
@@ -312,22 +280,33 @@ def _convert_text(args: argparse.Namespace) -> int:
         quiet=args.quiet or args.json,
     )
     text = read_manifest(args.out).get("text", {})
+    rate = text.get("tokens", 0) / report.seconds / 1e6 if report.seconds else 0.0
+    what = f"{report.num_examples} examples from {text.get('documents')} documents"
+    return _print_conversion(args, report, what, f"{rate:.2f} M tokens/s", {"text": text})
+
+
+def _check_workers(args: argparse.Namespace) -> None:
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers {args.workers}: must be at least 1")
+
+
+def _print_conversion(
+    args: argparse.Namespace, report: Any, what: str, rate: str, extra: dict[str, Any]
+) -> int:
+    """The conversion summary: JSON with --json, else two readable lines."""
     if args.json:
-        _print_json({**report.to_json(), "text": text})
-        return 0
-    if report.already_done:
+        _print_json({**report.to_json(), **extra})
+    elif report.already_done:
         print(f"{args.out}: already converted with these options and inputs; nothing to do")
-        return 0
-    splits = ", ".join(f"{k} {v}" for k, v in report.examples_by_split.items())
-    rate = text.get("tokens", 0) / report.seconds if report.seconds else 0
-    print(
-        f"wrote {report.num_examples} examples ({splits}) from {text.get('documents')} documents, "
-        f"{text.get('tokens')} tokens, in {report.num_shards} shards, {report.seconds:.1f} s "
-        f"({rate / 1e6:.2f} M tokens/s)"
-    )
-    if report.num_skipped:
-        reasons = ", ".join(f"{n} {r}" for r, n in report.skipped_by_reason.items())
-        print(f"skipped {report.num_skipped} ({reasons}); see {args.out}/skipped.jsonl")
+    else:
+        splits = ", ".join(f"{k} {v}" for k, v in report.examples_by_split.items())
+        print(
+            f"wrote {what} ({splits}) in {report.num_shards} shards, "
+            f"{report.num_bytes / 1e6:.1f} MB in {report.seconds:.1f} s ({rate})"
+        )
+        if report.num_skipped:
+            reasons = ", ".join(f"{n} {r}" for r, n in report.skipped_by_reason.items())
+            print(f"skipped {report.num_skipped} ({reasons}); see {args.out}/skipped.jsonl")
     return 0
 
 
