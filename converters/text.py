@@ -384,17 +384,15 @@ class TextRunner:
             emitted = 0
             while pending and (pending[0][1].done() or len(pending) > limit):
                 items, future = pending.pop(0)
-                emitted += self._emit_batch(writer, items, future.result())
+                tokens = self._emit_batch(writer, items, future.result())
+                on_progress(len(items), tokens)
+                emitted += tokens
             return emitted
 
         # Tokenizing runs on worker threads (TF and HF release the GIL) while this thread reads.
         with ThreadPoolExecutor(max(1, self.workers if self.use_fast else 1)) as pool:
             pending: list[Any] = []
-            last_file = None
             for doc, source in self._documents(self.chunks[index]):
-                if last_file is not None and source.file is not last_file:
-                    on_progress(last_file.size, last_file.size)
-                last_file = source.file
                 if isinstance(doc, Skip):
                     check_strict([doc], self.strict)
                     skips.append(doc)
@@ -417,8 +415,6 @@ class TextRunner:
             if batch:
                 pending.append((batch, pool.submit(self._tokenize, [d.text for d, _, _ in batch])))
             tokens += emit_ready(pending, 0)
-            if last_file is not None:
-                on_progress(last_file.size, last_file.size)
         pieces = writer.close()
         info = {
             "tokenizer": self.tok.identity,
@@ -445,9 +441,10 @@ class TextRunner:
         for index in range(len(self.chunks)):
             if self._chunk_info(index) is None:
                 self.run_chunk(index, on_progress)
-            else:
-                size = sum(self.sources[i].file.size for i in self.chunks[index])
-                on_progress(size, size)
+            else:  # finished by an earlier run
+                info = self._chunk_info(index) or {}
+                lengths = _merge_lengths(list(info.get("pieces", {}).values()))
+                on_progress(sum(lengths.values()), int(info.get("tokens", 0)))
         infos = [self._chunk_info(i) or {} for i in range(len(self.chunks))]
         results = [self._assemble(task, infos) for task in todo]
         skips = [Skip(**s) for info in infos for s in info.get("skips", [])]
@@ -671,6 +668,7 @@ def convert_text(
         runner=runner,
         overwrite=overwrite,
         quiet=quiet,
-        unit="B",
-        progress_total=sum(s.file.size for s in runner.sources),
+        unit="doc",
+        rate_unit="M tokens/s",
+        count_known=False,
     )

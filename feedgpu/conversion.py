@@ -178,7 +178,7 @@ def _prepare(plan: DatasetPlan, overwrite: bool) -> bool:
     return False
 
 
-def _progress_bar(total: int, unit: str, quiet: bool) -> Any:
+def _progress_bar(total: int | None, unit: str, quiet: bool) -> Any:
     from tqdm import tqdm
 
     tqdm.monitor_interval = 0  # no monitor thread: worker processes may be forked after this
@@ -308,14 +308,19 @@ def write_dataset(
     quiet: bool = False,
     unit: str = "img",
     runner: ShardRunner | None = None,
-    progress_total: int | None = None,
+    rate_unit: str = "MB/s",
+    count_known: bool = True,
 ) -> ConversionReport:
     """Write (or finish, or confirm) the dataset a plan describes.
 
     Args:
         processor: turns each task item into examples (with the default pool runner).
         runner: writes shards another way (the text converter tokenizes in batches).
-        progress_total: what the progress bar counts to (default: items of unfinished shards).
+        unit: what the progress bar counts (the first number a runner reports).
+        rate_unit: the second number a runner reports, shown per second in millions
+            (bytes read for images, tokens for text).
+        count_known: whether the items of unfinished shards are the bar's total (text
+            documents are only known once read).
 
     Raises:
         DatasetError: out_dir holds something else and overwrite is False.
@@ -344,14 +349,13 @@ def write_dataset(
         if processor is None:
             raise TypeError("write_dataset needs a processor or a runner")
         runner = pool_runner(processor, plan.out_dir, workers=workers, strict=strict)
-    total = progress_total if progress_total is not None else sum(len(t.items) for t in todo)
-    bar = _progress_bar(total, unit, quiet)
-    mb = [0]
+    bar = _progress_bar(sum(len(t.items) for t in todo) if count_known else None, unit, quiet)
+    amount = [0]
 
-    def on_progress(items: int, num_bytes: int) -> None:
-        mb[0] += num_bytes
+    def on_progress(items: int, measured: int) -> None:
+        amount[0] += measured
         elapsed = max(time.perf_counter() - start, 1e-6)
-        bar.set_postfix_str(f"{mb[0] / elapsed / 1e6:.1f} MB/s", refresh=False)
+        bar.set_postfix_str(f"{amount[0] / elapsed / 1e6:.2f} {rate_unit}", refresh=False)
         bar.update(items)
 
     try:
