@@ -9,8 +9,10 @@ __version__ = "0.1.0"
 
 from feedgpu.conversion import ConversionReport
 from feedgpu.converters.images import ImageOptions, convert_images
+from feedgpu.converters.text import TextOptions, convert_text
 from feedgpu.errors import DatasetError, FeedgpuError, InputError, UsageError
 from feedgpu.format import Feature, read_manifest
+from feedgpu.pipeline import PipelineSpec, build_pipeline, read_dataset
 from feedgpu.samples import write_sample_images
 from feedgpu.verify import VerifyReport, verify_dataset
 
@@ -21,10 +23,15 @@ __all__ = [
     "FeedgpuError",
     "ImageOptions",
     "InputError",
+    "PipelineSpec",
+    "TextOptions",
     "UsageError",
     "VerifyReport",
     "__version__",
+    "build_pipeline",
     "convert_images",
+    "convert_text",
+    "read_dataset",
     "read_manifest",
     "verify_dataset",
     "write_sample_images",

@@ -1,0 +1,452 @@
+"""`PipelineSpec` and `build_pipeline`: the tf.data input pipeline an expert would write.
+
+The order of stages, and why (each is a classic way to starve an accelerator when wrong):
+list shard files (shuffled per epoch when training: cheap, and it decorrelates shards) ->
+shard by `tf.distribute.InputContext` (before anything expensive, so hosts read disjoint files) ->
+parallel interleave of TFRecord readers (I/O from several files at once) -> parse ->
+cache (before random work, so augmentation still differs per epoch) -> shuffle ->
+parallel map (decode-and-crop, augment) -> batch, with `drop_remainder` when training so XLA
+sees one static shape -> prefetch (to the GPU when there is one). AUTOTUNE throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from feedgpu import format as fmt
+from feedgpu import storage
+from feedgpu.errors import DatasetError, UsageError
+
+DTYPES = ("float32", "bfloat16", "float16", "uint8")
+TEXT_MODES = ("pad", "bucket", "packed")
+SERVICE_MODES = ("parallel_epochs", "distributed_epoch")
+
+
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """Every decision of an input pipeline; `for_dataset` fills the automatic ones.
+
+    Attributes:
+        data_dir: a dataset written by `feedgpu convert`.
+        split: which split to read.
+        batch_size: examples per batch (per replica when an input context is given).
+        training: shuffle, augment and drop the last partial batch.
+        kind: "image" or "text" (from the manifest).
+        image_size: (height, width) of output images.
+        dtype: output image dtype; cast last, so the host does the least work.
+        normalize: subtract ImageNet mean and divide by its std (float dtypes).
+        random_flip: horizontal flips when training.
+        crop_area: random-resized-crop area range when training.
+        crop_aspect: random-resized-crop aspect ratio range when training.
+        eval_crop_fraction: centre crop side, as a fraction of the short side, for evaluation.
+        text_mode: "pad" to max_length, "bucket" by length, or "packed" (as stored).
+        max_length: text sequence length (pad) or the largest bucket (bucket).
+        bucket_boundaries: upper bounds of the length buckets.
+        pad_id: id used for padding.
+        tokenizer_identity: refuse datasets tokenized by any other tokenizer, if set.
+        shuffle_files: shuffle the order of shard files each epoch.
+        shuffle_buffer: examples in the shuffle buffer (0: no shuffling).
+        cache: "memory", a file path prefix, or None.
+        cycle_length: files read at once by the interleave.
+        drop_remainder: drop the last partial batch (static shapes for XLA).
+        deterministic: keep element order reproducible (slower when stages are uneven).
+        seed: seeds file order, shuffling and augmentation; None for fresh randomness.
+        ram_budget_bytes: tf.data autotuning may use this much memory for buffers.
+        ignore_errors: skip records that fail to read or parse instead of failing.
+        prefetch_to_device: prefetch batches onto the first GPU when there is one.
+        service: tf.data service address (grpc://host:port), to run the pipeline remotely.
+        service_mode: "parallel_epochs" or "distributed_epoch".
+        reasons: why each automatic value was chosen, printed with the spec.
+    """
+
+    data_dir: str
+    split: str = "train"
+    batch_size: int = 32
+    training: bool = False
+    kind: str = "image"
+    image_size: tuple[int, int] = (224, 224)
+    dtype: str = "float32"
+    normalize: bool = True
+    random_flip: bool = True
+    crop_area: tuple[float, float] = (0.08, 1.0)
+    crop_aspect: tuple[float, float] = (3 / 4, 4 / 3)
+    eval_crop_fraction: float = 0.875
+    text_mode: str = "pad"
+    max_length: int = 512
+    bucket_boundaries: tuple[int, ...] = ()
+    pad_id: int = 0
+    tokenizer_identity: str | None = None
+    shuffle_files: bool = False
+    shuffle_buffer: int = 0
+    cache: str | None = None
+    cycle_length: int = 4
+    drop_remainder: bool = False
+    deterministic: bool = True
+    seed: int | None = None
+    ram_budget_bytes: int = 2 << 30
+    ignore_errors: bool = False
+    prefetch_to_device: bool = True
+    service: str | None = None
+    service_mode: str = "parallel_epochs"
+    reasons: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise UsageError(f"batch_size {self.batch_size}: must be at least 1")
+        if self.kind not in ("image", "text"):
+            raise UsageError(f"kind {self.kind!r}: must be image or text")
+        if self.dtype not in DTYPES:
+            raise UsageError(f"dtype {self.dtype!r}: choose one of {', '.join(DTYPES)}")
+        if self.text_mode not in TEXT_MODES:
+            raise UsageError(f"text_mode {self.text_mode!r}: choose one of {', '.join(TEXT_MODES)}")
+        if min(self.image_size) < 1 or self.max_length < 1:
+            raise UsageError("image_size and max_length must be positive")
+        if not 0 < self.crop_area[0] <= self.crop_area[1] <= 1:
+            raise UsageError(f"crop_area {self.crop_area}: need 0 < low <= high <= 1")
+        if not 0 < self.eval_crop_fraction <= 1:
+            raise UsageError(f"eval_crop_fraction {self.eval_crop_fraction}: must be in (0, 1]")
+        if self.shuffle_buffer < 0 or self.cycle_length < 1:
+            raise UsageError("shuffle_buffer must be >= 0 and cycle_length >= 1")
+        if list(self.bucket_boundaries) != sorted(set(self.bucket_boundaries)):
+            raise UsageError(f"bucket_boundaries {self.bucket_boundaries}: must be increasing")
+        if self.service_mode not in SERVICE_MODES:
+            raise UsageError(
+                f"service_mode {self.service_mode!r}: choose {' or '.join(SERVICE_MODES)}"
+            )
+
+    @classmethod
+    def for_dataset(
+        cls,
+        data_dir: str,
+        split: str = "train",
+        batch_size: int = 32,
+        training: bool = False,
+        **overrides: Any,
+    ) -> PipelineSpec:
+        """A spec with every automatic decision made from the dataset's manifest.
+
+        Raises:
+            DatasetError: not a feedgpu dataset, or no such split.
+            UsageError: an override is not a spec field or has a bad value.
+        """
+        from feedgpu.augment import choose_boundaries, padding_waste
+
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise UsageError(f"unknown PipelineSpec field(s): {', '.join(unknown)}")
+        manifest = fmt.read_manifest(data_dir)
+        if split not in manifest["splits"]:
+            raise DatasetError(
+                f"{data_dir} has no split {split!r} (it has {', '.join(manifest['splits'])})"
+            )
+        info = manifest["splits"][split]
+        features = {f.name for f in fmt.features_from_manifest(manifest)}
+        kind = "text" if "input_ids" in features else "image"
+        reasons: list[tuple[str, str]] = []
+        budget = int(overrides.get("ram_budget_bytes", _memory_bytes() // 2))
+        reasons.append(("ram_budget_bytes", "half of this machine's memory"))
+        size = int(info["num_bytes"])
+        # Cache the encoded records when they fit comfortably: every later epoch skips I/O
+        # and parsing. Half the budget, since shuffle and prefetch buffers need the rest.
+        cache = "memory" if size <= budget // 2 else None
+        reasons.append(
+            (
+                "cache",
+                f"split is {size / 1e6:.1f} MB, "
+                f"{'within' if cache else 'over'} half the RAM budget",
+            )
+        )
+        num = max(1, int(info["num_examples"]))
+        per_example = max(1, size // num)
+        # A buffer of ~1/10 of the RAM budget, 1k..16k examples: beyond 16k, randomness
+        # gained is small compared with the start-up cost of filling the buffer.
+        shuffle = min(num, max(1024, min(16384, budget // 10 // per_example))) if training else 0
+        reasons.append(
+            (
+                "shuffle_buffer",
+                f"{per_example} bytes per example, {num} examples"
+                if training
+                else "evaluation: no shuffling",
+            )
+        )
+        files = len(info["shards"])
+        cycle = max(1, min(files, os.cpu_count() or 1, 16))
+        reasons.append(("cycle_length", f"{files} shard files, {os.cpu_count()} cores"))
+        values: dict[str, Any] = {
+            "data_dir": data_dir,
+            "split": split,
+            "batch_size": batch_size,
+            "training": training,
+            "kind": kind,
+            "shuffle_files": training and files > 1,
+            "shuffle_buffer": shuffle,
+            "cache": cache,
+            "cycle_length": cycle,
+            "drop_remainder": training,
+            "ram_budget_bytes": budget,
+        }
+        if kind == "text":
+            tokenizer = manifest.get("tokenizer", {})
+            values["tokenizer_identity"] = tokenizer.get("identity")
+            values["pad_id"] = 0
+            if "segment_ids" in features:
+                values["text_mode"] = "packed"
+                reasons.append(("text_mode", "the dataset is packed"))
+            counts = manifest.get("text", {}).get("length_counts", [])
+            max_length = int(overrides.get("max_length", 512))
+            if counts:
+                longest = max(length for length, _ in counts)
+                values["max_length"] = max_length = min(max_length, -(-longest // 8) * 8)
+                bounds = choose_boundaries(counts, max_length)
+                values["bucket_boundaries"] = tuple(bounds)
+                waste = padding_waste(counts, bounds)
+                fixed = padding_waste(counts, [max_length])
+                reasons.append(
+                    (
+                        "bucket_boundaries",
+                        f"expected padding {waste:.1%} with "
+                        f"buckets vs {fixed:.1%} padding all to {max_length}",
+                    )
+                )
+        values.update(overrides)
+        values["reasons"] = tuple(reasons)
+        return cls(**values)
+
+    def to_json(self) -> str:
+        """The spec as JSON, to pin a tuned configuration."""
+        return json.dumps(
+            {k: v for k, v in asdict(self).items() if k != "reasons"}, indent=2, sort_keys=True
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> PipelineSpec:
+        """Inverse of to_json (tuples restored)."""
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise UsageError(f"not a PipelineSpec JSON document ({e})") from e
+        for key in ("image_size", "crop_area", "crop_aspect", "bucket_boundaries"):
+            if key in data:
+                data[key] = tuple(data[key])
+        return cls(**data)
+
+    def __str__(self) -> str:
+        why = dict(self.reasons)
+        lines = [f"PipelineSpec for {self.data_dir} [{self.split}]"]
+        for f in fields(self):
+            if f.name == "reasons":
+                continue
+            value = getattr(self, f.name)
+            note = f"  # {why[f.name]}" if f.name in why else ""
+            lines.append(f"  {f.name} = {value!r}{note}")
+        return "\n".join(lines)
+
+    def with_changes(self, **changes: Any) -> PipelineSpec:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+
+def _parse_spec(manifest: dict[str, Any]) -> dict[str, Any]:
+    import tensorflow as tf
+
+    spec = {}
+    for f in fmt.features_from_manifest(manifest):
+        dtype = {"string": tf.string, "int64": tf.int64, "float32": tf.float32}[f.dtype]
+        spec[f.name] = tf.io.VarLenFeature(dtype) if f.shape else tf.io.FixedLenFeature([], dtype)
+    return spec
+
+
+def read_dataset(spec: PipelineSpec, input_context: Any = None) -> Any:
+    """The parsed, unbatched examples (dicts of tensors), for users adding their own stages.
+
+    Files are listed, sharded by input_context, shuffled, interleaved, parsed and cached as
+    the spec says; no augmentation, batching or prefetching.
+
+    Raises:
+        DatasetError: missing split or a tokenizer other than the one the spec names.
+    """
+    import tensorflow as tf
+
+    manifest = fmt.read_manifest(spec.data_dir)
+    identity = manifest.get("tokenizer", {}).get("identity")
+    if spec.tokenizer_identity and identity != spec.tokenizer_identity:
+        raise DatasetError(
+            f"{spec.data_dir} was tokenized by tokenizer {str(identity)[:12]}..., not the "
+            f"{spec.tokenizer_identity[:12]}... this pipeline expects; re-convert the text or "
+            "update tokenizer_identity"
+        )
+    if spec.split not in manifest["splits"]:
+        raise DatasetError(f"{spec.data_dir} has no split {spec.split!r}")
+    files = [
+        storage.join(spec.data_dir, s["file"]) for s in manifest["splits"][spec.split]["shards"]
+    ]
+    ds = tf.data.Dataset.from_tensor_slices(files)
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        if len(files) < input_context.num_input_pipelines:
+            raise DatasetError(
+                f"{len(files)} shard files cannot feed "
+                f"{input_context.num_input_pipelines} input pipelines; "
+                "re-convert with more --num-shards"
+            )
+        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    if spec.shuffle_files:
+        ds = ds.shuffle(len(files), seed=spec.seed, reshuffle_each_iteration=True)
+    ds = ds.interleave(
+        lambda path: tf.data.TFRecordDataset(path, buffer_size=8 << 20),
+        cycle_length=spec.cycle_length,
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=spec.deterministic,
+    )
+    parse_spec = _parse_spec(manifest)
+
+    def parse(record: Any) -> Any:
+        example = tf.io.parse_single_example(record, parse_spec)
+        return {
+            k: tf.sparse.to_dense(v) if isinstance(v, tf.sparse.SparseTensor) else v
+            for k, v in example.items()
+        }
+
+    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)
+    if spec.ignore_errors:
+        ds = ds.ignore_errors()
+    if spec.cache == "memory":
+        ds = ds.cache()
+    elif spec.cache:
+        ds = ds.cache(spec.cache)
+    if spec.shuffle_buffer:
+        ds = ds.shuffle(spec.shuffle_buffer, seed=spec.seed, reshuffle_each_iteration=True)
+    return ds
+
+
+def _image_batches(ds: Any, spec: PipelineSpec) -> Any:
+    import tensorflow as tf
+
+    from feedgpu.augment import crop_window, decode_crop_resize, finish_image
+
+    def transform(example: Any, seed: Any) -> Any:
+        crop_seed = seed if spec.seed is not None else None
+        window = crop_window(
+            example["height"],
+            example["width"],
+            spec.training,
+            crop_seed,
+            spec.eval_crop_fraction,
+            spec.crop_area,
+            spec.crop_aspect,
+        )
+        image = decode_crop_resize(example["image"], window, spec.image_size)
+        if spec.training and spec.random_flip:
+            if spec.seed is None:
+                image = tf.image.random_flip_left_right(image)
+            else:
+                image = tf.image.stateless_random_flip_left_right(image, seed + 1)
+        return finish_image(image, spec.dtype, spec.normalize), example["label"]
+
+    # Per-example seeds from a seeded stream: reproducible, and different every epoch.
+    seeds = tf.data.Dataset.random(seed=spec.seed or 0, rerandomize_each_iteration=True).batch(2)
+    ds = tf.data.Dataset.zip((ds, seeds))
+    ds = ds.map(transform, num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)
+    return ds.batch(
+        spec.batch_size,
+        drop_remainder=spec.drop_remainder,
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=spec.deterministic,
+    )
+
+
+def _text_batches(ds: Any, spec: PipelineSpec, labelled: bool) -> Any:
+    import tensorflow as tf
+
+    def features(example: Any) -> Any:
+        ids = example["input_ids"]
+        out = {"input_ids": ids}
+        if spec.text_mode == "packed":
+            out["segment_ids"] = example["segment_ids"]
+            out["positions"] = example["positions"]
+        elif tf.size(ids) > spec.max_length:  # keep the last id: the closing special token
+            out["input_ids"] = tf.concat([ids[: spec.max_length - 1], ids[-1:]], 0)
+        return (out, example["label"]) if labelled else out
+
+    ds = ds.map(features, num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)
+    pad = tf.constant(spec.pad_id, tf.int64)
+    if spec.text_mode == "bucket":
+        bounds = list(spec.bucket_boundaries) or [spec.max_length]
+        ds = ds.bucket_by_sequence_length(
+            lambda x, *_: tf.shape(x["input_ids"])[0],
+            bucket_boundaries=[b + 1 for b in bounds],  # bucket i holds lengths <= bounds[i]
+            bucket_batch_sizes=[spec.batch_size] * (len(bounds) + 1),
+            padding_values=({"input_ids": pad}, tf.constant(0, tf.int64))
+            if labelled
+            else {"input_ids": pad},
+            pad_to_bucket_boundary=True,
+            drop_remainder=spec.drop_remainder,
+        )
+    else:
+        length = None if spec.text_mode == "packed" else spec.max_length
+        shapes: Any = {"input_ids": [length]}
+        values: Any = {"input_ids": pad}
+        if spec.text_mode == "packed":
+            shapes.update(segment_ids=[None], positions=[None])
+            values.update(segment_ids=pad, positions=pad)
+        if labelled:
+            shapes, values = (shapes, []), (values, tf.constant(0, tf.int64))
+        ds = ds.padded_batch(
+            spec.batch_size,
+            padded_shapes=shapes,
+            padding_values=values,
+            drop_remainder=spec.drop_remainder,
+        )
+
+    def with_mask(x: Any, *label: Any) -> Any:
+        mask_from = x["segment_ids"] if "segment_ids" in x else x["input_ids"]
+        key = "segment_ids" if "segment_ids" in x else "input_ids"
+        x = {
+            **x,
+            "attention_mask": tf.cast(
+                tf.not_equal(mask_from, 0 if key == "segment_ids" else spec.pad_id), tf.int32
+            ),
+        }
+        return (x, *label) if label else x
+
+    return ds.map(with_mask, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def build_pipeline(spec: PipelineSpec, input_context: Any = None) -> Any:
+    """The batched, prefetched `tf.data.Dataset` a spec describes.
+
+    Images give (image [B, H, W, 3] of spec.dtype, label [B]); text gives ({"input_ids",
+    "attention_mask", ...}, label) or just the dict for unlabelled text. Works as is with
+    `model.fit`, and with `strategy.distribute_datasets_from_function` through input_context.
+    """
+    import tensorflow as tf
+
+    manifest = fmt.read_manifest(spec.data_dir)
+    labelled = any(f.kind == "class_label" for f in fmt.features_from_manifest(manifest))
+    ds = read_dataset(spec, input_context)
+    ds = _image_batches(ds, spec) if spec.kind == "image" else _text_batches(ds, spec, labelled)
+    if spec.service:
+        ds = ds.apply(
+            tf.data.experimental.service.distribute(
+                processing_mode=spec.service_mode, service=spec.service, job_name=None
+            )
+        )
+    options = tf.data.Options()
+    options.deterministic = spec.deterministic
+    options.autotune.ram_budget = spec.ram_budget_bytes
+    options.experimental_optimization.map_parallelization = True
+    ds = ds.with_options(options)
+    if spec.prefetch_to_device and tf.config.list_logical_devices("GPU"):
+        # Overlap the host-to-device copy with the previous step (GPU only; a no-op on CPU).
+        return ds.apply(tf.data.experimental.prefetch_to_device("/gpu:0"))
+    return ds.prefetch(tf.data.AUTOTUNE)

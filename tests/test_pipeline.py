@@ -1,0 +1,151 @@
+"""The pipeline builder against both converters' output: values, shapes, determinism, Keras."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import feedgpu
+from feedgpu import DatasetError, ImageOptions, PipelineSpec, TextOptions, UsageError
+from feedgpu.augment import choose_boundaries, padding_waste
+
+
+@pytest.fixture
+def image_data(tmp_path: Path, image_folder: Path) -> Path:
+    out = tmp_path / "images"
+    feedgpu.convert_images(str(image_folder), str(out), ImageOptions(num_shards=4), quiet=True)
+    return out
+
+
+@pytest.fixture
+def text_data(tmp_path: Path, text_folder: Path) -> Path:
+    out = tmp_path / "text"
+    options = TextOptions(tokenizer="train:wordpiece:300", folder_labels=True, num_shards=4)
+    feedgpu.convert_text(str(text_folder), str(out), options, quiet=True)
+    return out
+
+
+def test_training_images_static_shapes_and_labels(image_data: Path) -> None:
+    spec = PipelineSpec.for_dataset(
+        str(image_data), batch_size=8, training=True, image_size=(32, 40)
+    )
+    assert spec.drop_remainder and spec.shuffle_files and spec.cache == "memory"
+    ds = feedgpu.build_pipeline(spec)
+    assert ds.element_spec[0].shape.as_list() == [8, 32, 40, 3]  # static: XLA compiles once
+    batches = list(ds)
+    assert len(batches) == 36 // 8
+    labels = np.concatenate([y.numpy() for _, y in batches])
+    assert set(labels) <= {0, 1, 2} and len(labels) == 32
+    images = np.concatenate([x.numpy() for x, _ in batches])
+    assert abs(images.mean()) < 2 and images.std() > 0.1  # ImageNet-normalised
+
+
+def test_eval_centre_crop_matches_a_manual_decode(image_data: Path) -> None:
+    spec = PipelineSpec.for_dataset(
+        str(image_data), batch_size=36, image_size=(16, 16), dtype="uint8", cycle_length=1
+    )
+    assert not spec.training and spec.shuffle_buffer == 0 and not spec.drop_remainder
+    images, labels = next(iter(feedgpu.build_pipeline(spec)))
+    parsed = list(feedgpu.read_dataset(spec))
+    assert images.dtype == tf.uint8 and images.shape == (36, 16, 16, 3)
+    ex = parsed[0]
+    full = tf.io.decode_jpeg(ex["image"], channels=3)
+    h, w = int(ex["height"]), int(ex["width"])
+    side = int(min(h, w) * 0.875)
+    crop = full[(h - side) // 2 : (h - side) // 2 + side, (w - side) // 2 : (w - side) // 2 + side]
+    expected = tf.cast(
+        tf.clip_by_value(tf.round(tf.image.resize(crop, (16, 16))), 0, 255), tf.uint8
+    )
+    assert np.abs(images[0].numpy().astype(int) - expected.numpy().astype(int)).max() <= 2
+    assert int(labels[0]) == int(ex["label"])
+
+
+def test_same_seed_same_batches_other_seed_differs(image_data: Path) -> None:
+    def first(seed: int) -> np.ndarray:
+        spec = PipelineSpec.for_dataset(
+            str(image_data), batch_size=6, training=True, image_size=(24, 24), seed=seed
+        )
+        return next(iter(feedgpu.build_pipeline(spec)))[0].numpy()
+
+    np.testing.assert_array_equal(first(3), first(3))
+    assert not np.array_equal(first(3), first(4))
+
+
+def test_text_pad_and_bucket_shapes_and_padding(text_data: Path) -> None:
+    pad = PipelineSpec.for_dataset(str(text_data), batch_size=4, training=True, seed=0)
+    x, y = next(iter(feedgpu.build_pipeline(pad)))
+    assert x["input_ids"].shape == (4, pad.max_length) and y.shape == (4,)
+    assert (x["attention_mask"].numpy() == (x["input_ids"].numpy() != 0)).all()
+    bucket = pad.with_changes(text_mode="bucket")
+    shapes, real, padded = set(), 0, 0
+    for x, _ in feedgpu.build_pipeline(bucket):
+        shapes.add(x["input_ids"].shape[1])
+        real += int(x["attention_mask"].numpy().sum())
+        padded += x["input_ids"].numpy().size
+    assert shapes <= set(bucket.bucket_boundaries) and len(shapes) > 1
+    pad_total = 0
+    for x, _ in feedgpu.build_pipeline(pad):
+        pad_total += x["input_ids"].numpy().size
+    assert padded < pad_total / 2  # bucketing cuts padding on this skewed corpus
+    assert 1 - real / padded < 0.35
+
+
+def test_tokenizer_identity_is_enforced(text_data: Path) -> None:
+    spec = PipelineSpec.for_dataset(str(text_data), tokenizer_identity="0" * 64)
+    with pytest.raises(DatasetError, match="tokenized by tokenizer"):
+        feedgpu.build_pipeline(spec)
+
+
+def test_input_context_shards_are_disjoint_and_cover(image_data: Path) -> None:
+    spec = PipelineSpec.for_dataset(str(image_data), batch_size=1, image_size=(8, 8))
+    seen = []
+    for i in range(2):
+        ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=i)
+        seen.append({bytes(e["path"].numpy()) for e in feedgpu.read_dataset(spec, ctx)})
+    assert not seen[0] & seen[1] and len(seen[0] | seen[1]) == 36
+
+
+def test_cache_auto_decision_follows_the_budget(image_data: Path) -> None:
+    size = feedgpu.read_manifest(str(image_data))["splits"]["train"]["num_bytes"]
+    assert PipelineSpec.for_dataset(str(image_data), ram_budget_bytes=size * 4).cache == "memory"
+    assert PipelineSpec.for_dataset(str(image_data), ram_budget_bytes=size).cache is None
+
+
+def test_spec_json_round_trip_and_validation(image_data: Path) -> None:
+    spec = PipelineSpec.for_dataset(str(image_data), batch_size=16, training=True)
+    again = PipelineSpec.from_json(spec.to_json())
+    assert again == spec
+    assert "cache = 'memory'  # split is" in str(spec)
+    with pytest.raises(UsageError, match="dtype 'int7'"):
+        spec.with_changes(dtype="int7")
+    with pytest.raises(UsageError, match="unknown PipelineSpec field"):
+        PipelineSpec.for_dataset(str(image_data), batch=3)
+    with pytest.raises(DatasetError, match="no split 'test'"):
+        PipelineSpec.for_dataset(str(image_data), split="test")
+
+
+def test_keras_trains_on_the_pipeline(image_data: Path) -> None:
+    spec = PipelineSpec.for_dataset(
+        str(image_data), batch_size=8, training=True, image_size=(16, 16)
+    )
+    model = tf.keras.Sequential(
+        [
+            tf.keras.layers.Input((16, 16, 3)),
+            tf.keras.layers.Conv2D(4, 3, activation="relu"),
+            tf.keras.layers.GlobalAveragePooling2D(),
+            tf.keras.layers.Dense(3),
+        ]
+    )
+    model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(feedgpu.build_pipeline(spec), epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
+
+
+def test_boundaries_minimise_padding() -> None:
+    counts = [[10, 500], [12, 300], [100, 50], [500, 5]]
+    bounds = choose_boundaries(counts, 512, max_buckets=3)
+    assert bounds == [16, 104, 504]
+    assert padding_waste(counts, bounds) < padding_waste(counts, [512]) / 4
