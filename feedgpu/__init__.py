@@ -12,7 +12,7 @@ from feedgpu.converters.images import ImageOptions, convert_images
 from feedgpu.converters.text import TextOptions, convert_text
 from feedgpu.errors import DatasetError, FeedgpuError, InputError, UsageError
 from feedgpu.format import Feature, read_manifest
-from feedgpu.pipeline import PipelineSpec, build_pipeline, read_dataset
+from feedgpu.pipeline import PipelineSpec, build_pipeline, dropped_records, read_dataset
 from feedgpu.samples import write_sample_images
 from feedgpu.verify import VerifyReport, verify_dataset
 
@@ -31,6 +31,7 @@ __all__ = [
     "build_pipeline",
     "convert_images",
     "convert_text",
+    "dropped_records",
     "read_dataset",
     "read_manifest",
     "verify_dataset",

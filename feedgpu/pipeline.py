@@ -12,7 +12,9 @@ sees one static shape -> prefetch (to the GPU when there is one). AUTOTUNE throu
 from __future__ import annotations
 
 import json
+import logging
 import os
+from collections import Counter
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -20,6 +22,7 @@ from feedgpu import format as fmt
 from feedgpu import storage
 from feedgpu.errors import DatasetError, UsageError
 
+logger = logging.getLogger(__name__)
 DTYPES = ("float32", "bfloat16", "float16", "uint8")
 TEXT_MODES = ("pad", "bucket", "packed")
 SERVICE_MODES = ("parallel_epochs", "distributed_epoch")
@@ -267,6 +270,50 @@ def _parse_spec(manifest: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
+# Records skipped as damaged by ignore_errors readers in this process, by shard file.
+_DROPPED: Counter[str] = Counter()
+
+
+def dropped_records(spec: PipelineSpec) -> int:
+    """How many damaged records pipelines with ignore_errors skipped in spec's split so far.
+
+    TensorFlow's reader stops a file at its first bad CRC; with ignore_errors, feedgpu reads
+    with its own CRC-checking reader, which skips just the damaged record (a damaged length
+    header still ends the file: the records after it cannot be found).
+    """
+    manifest = fmt.read_manifest(spec.data_dir)
+    return sum(
+        _DROPPED[storage.join(spec.data_dir, s["file"])]
+        for s in manifest["splits"][spec.split]["shards"]
+    )
+
+
+def _reader(path: Any) -> Any:
+    import tensorflow as tf
+
+    return tf.data.TFRecordDataset(path, buffer_size=8 << 20)
+
+
+def _resilient_reader(path: Any) -> Any:
+    import tensorflow as tf
+
+    from feedgpu.records import RecordError, read_records
+
+    def records(name: bytes) -> Any:
+        file = name.decode()
+
+        def damaged(error: RecordError) -> None:
+            _DROPPED[file] += 1
+            logger.warning("skipping damaged record in %s: %s", file, error)
+
+        with storage.open_file(file, "rb") as f:
+            yield from read_records(f, on_damage=damaged)
+
+    return tf.data.Dataset.from_generator(
+        records, args=(path,), output_signature=tf.TensorSpec((), tf.string)
+    )
+
+
 def read_dataset(spec: PipelineSpec, input_context: Any = None) -> Any:
     """The parsed, unbatched examples (dicts of tensors), for users adding their own stages.
 
@@ -303,7 +350,7 @@ def read_dataset(spec: PipelineSpec, input_context: Any = None) -> Any:
     if spec.shuffle_files:
         ds = ds.shuffle(len(files), seed=spec.seed, reshuffle_each_iteration=True)
     ds = ds.interleave(
-        lambda path: tf.data.TFRecordDataset(path, buffer_size=8 << 20),
+        _resilient_reader if spec.ignore_errors else _reader,
         cycle_length=spec.cycle_length,
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=spec.deterministic,

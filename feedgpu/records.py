@@ -8,7 +8,7 @@ checked against TensorFlow's own parser and reader in the tests.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any, Union, cast
 
 import google_crc32c
@@ -283,28 +283,54 @@ class RecordError(ValueError):
         self.index, self.offset, self.reason = index, offset, reason
 
 
-def read_records(stream: IO[bytes]) -> Iterator[bytes]:
+def read_records(
+    stream: IO[bytes], on_damage: Callable[[RecordError], None] | None = None
+) -> Iterator[bytes]:
     """Yield each record's data, checking both CRCs.
 
+    Args:
+        on_damage: if given, a record whose data fails its CRC is reported to it and skipped
+            (its intact length header says where the next record starts); damage to a length
+            header or a truncation is reported and ends the file, which cannot be resynced.
+
     Raises:
-        RecordError: at the first damaged or truncated record, with its index and offset.
+        RecordError: without on_damage, at the first damaged or truncated record.
     """
     index = offset = 0
     while True:
         header = stream.read(12)
         if not header:
             return
+        problem, data = None, b""
         if len(header) < 12:
-            raise RecordError(index, offset, "truncated length header")
-        (length,) = struct.unpack("<Q", header[:8])
-        if struct.unpack("<I", header[8:])[0] != _masked_crc(header[:8]):
-            raise RecordError(index, offset, "length CRC mismatch")
-        body = stream.read(length + 4)
-        if len(body) < length + 4:
-            raise RecordError(index, offset, "truncated record")
-        data = body[:length]
-        if struct.unpack("<I", body[length:])[0] != _masked_crc(data):
-            raise RecordError(index, offset, "data CRC mismatch")
+            problem = RecordError(index, offset, "truncated length header")
+        else:
+            (length,) = struct.unpack("<Q", header[:8])
+            body = (
+                stream.read(length + 4)
+                if struct.unpack("<I", header[8:])[0] == _masked_crc(header[:8])
+                else b""
+            )
+            if not body:
+                problem = RecordError(index, offset, "length CRC mismatch")
+            elif len(body) < length + 4:
+                problem = RecordError(index, offset, "truncated record")
+            else:
+                data = body[:length]
+                if struct.unpack("<I", body[length:])[0] != _masked_crc(data):
+                    damaged = RecordError(index, offset, "data CRC mismatch")
+                    if on_damage is None:
+                        raise damaged
+                    on_damage(damaged)
+                    data = b""
+                    index += 1
+                    offset += 12 + length + 4
+                    continue
+        if problem is not None:
+            if on_damage is None:
+                raise problem
+            on_damage(problem)
+            return
         yield data
         index += 1
         offset += 12 + length + 4

@@ -149,3 +149,35 @@ def test_boundaries_minimise_padding() -> None:
     bounds = choose_boundaries(counts, 512, max_buckets=3)
     assert bounds == [16, 104, 504]
     assert padding_waste(counts, bounds) < padding_waste(counts, [512]) / 4
+
+
+def test_ignore_errors_drops_only_the_damaged_record_and_counts_it(image_data: Path) -> None:
+    from feedgpu.records import read_records
+
+    shard = sorted(image_data.glob("*.tfrecord-*"))[0]
+    with open(shard, "rb") as f:
+        n = len(list(read_records(f)))
+    data = bytearray(shard.read_bytes())
+    data[40] ^= 0xFF  # inside the first record's payload: its length header stays intact
+    shard.write_bytes(bytes(data))
+    strict = PipelineSpec.for_dataset(str(image_data), batch_size=1, cache=None)
+    with pytest.raises(tf.errors.DataLossError):
+        list(feedgpu.read_dataset(strict))
+    tolerant = strict.with_changes(ignore_errors=True)
+    before = feedgpu.dropped_records(tolerant)
+    paths = [e["path"] for e in feedgpu.read_dataset(tolerant)]
+    assert len(paths) == 36 - 1 and n > 1  # the rest of that shard is still read
+    assert feedgpu.dropped_records(tolerant) - before == 1
+
+
+def test_distribute_datasets_from_function(image_data: Path) -> None:
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    spec = PipelineSpec.for_dataset(str(image_data), batch_size=4, image_size=(8, 8))
+
+    def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        per_replica = spec.with_changes(batch_size=ctx.get_per_replica_batch_size(4))
+        return feedgpu.build_pipeline(per_replica, ctx)
+
+    dist = strategy.distribute_datasets_from_function(dataset_fn)
+    total = sum(int(strategy.experimental_local_results(y)[0].shape[0]) for _, y in dist)
+    assert total == 36
