@@ -266,7 +266,7 @@ def _parse_spec(manifest: dict[str, Any]) -> dict[str, Any]:
     spec = {}
     for f in fmt.features_from_manifest(manifest):
         dtype = {"string": tf.string, "int64": tf.int64, "float32": tf.float32}[f.dtype]
-        spec[f.name] = tf.io.VarLenFeature(dtype) if f.shape else tf.io.FixedLenFeature([], dtype)
+        spec[f.name] = tf.io.RaggedFeature(dtype) if f.shape else tf.io.FixedLenFeature([], dtype)
     return spec
 
 
@@ -356,15 +356,22 @@ def read_dataset(spec: PipelineSpec, input_context: Any = None) -> Any:
         deterministic=spec.deterministic,
     )
     parse_spec = _parse_spec(manifest)
-
-    def parse(record: Any) -> Any:
-        example = tf.io.parse_single_example(record, parse_spec)
-        return {
-            k: tf.sparse.to_dense(v) if isinstance(v, tf.sparse.SparseTensor) else v
-            for k, v in example.items()
-        }
-
-    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)
+    if spec.ignore_errors:  # one record at a time, so a bad record costs only itself
+        ds = ds.map(
+            lambda record: tf.io.parse_single_example(record, parse_spec),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=spec.deterministic,
+        )
+    else:  # one vectorised parse per 256 records: several times faster than one per record
+        ds = (
+            ds.batch(256)
+            .map(
+                lambda records: tf.io.parse_example(records, parse_spec),
+                num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=spec.deterministic,
+            )
+            .unbatch()
+        )
     if spec.ignore_errors:
         ds = ds.ignore_errors()
     if spec.cache == "memory":

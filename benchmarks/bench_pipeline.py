@@ -1,0 +1,277 @@
+"""How fast does `build_pipeline` feed, against a ceiling, a naive pipeline and TFDS's reader?
+
+Images (one epoch each, alternating, batches of 128 at 224x224, training augmentation):
+  (a) ceiling: fused decode-and-crop alone, parallel, from records already in memory;
+  (b) naive: sequential map, full decode then crop, no prefetch;
+  (c) TFDS: `builder_from_directory(...).as_dataset` plus a straightforward parallel map;
+  (d) ours: `build_pipeline(PipelineSpec.for_dataset(..., training=True))`.
+Targets: ours >= 0.9x (a), >= 2x (b), >= 1.1x (c).
+Text (tokens/s delivered in batches): (a) ours from pre-tokenized shards vs the same corpus
+tokenized on the fly (b) with tensorflow-text fast WordPiece in a parallel map and (c) with HF
+tokenizers through `tf.py_function`. Targets >= 5x (b), >= 30x (c). Also padding waste with
+fixed padding vs bucketing (target <= 10%).
+
+Usage: python benchmarks/bench_pipeline.py [--images 3000] [--text-mb 20] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+SIZE = (224, 224)
+
+
+@dataclass(frozen=True)
+class PipelineBenchResult:
+    """Median rates of each contender, and padding waste."""
+
+    images: int
+    ceiling_img_s: float
+    naive_img_s: float
+    tfds_img_s: float
+    ours_img_s: float
+    text_tokens: int
+    ours_tok_s: float
+    fast_wordpiece_tok_s: float
+    hf_py_function_tok_s: float
+    waste_fixed: float
+    waste_bucketed: float
+
+
+def _epoch(ds, count) -> float:
+    start = time.perf_counter()
+    n = 0
+    for batch in ds:
+        n += count(batch)
+    return n / (time.perf_counter() - start)
+
+
+def image_rates(data: str, batch: int) -> dict[str, float]:
+    import tensorflow as tf
+    import tensorflow_datasets as tfds
+
+    import feedgpu
+    from feedgpu.augment import crop_window, decode_crop_resize
+
+    spec = feedgpu.PipelineSpec.for_dataset(data, batch_size=batch, training=True)
+    examples = list(feedgpu.read_dataset(spec.with_changes(shuffle_buffer=0, cache=None)))
+    images = tf.constant([e["image"].numpy() for e in examples])
+    heights = tf.constant([int(e["height"]) for e in examples])
+    widths = tf.constant([int(e["width"]) for e in examples])
+    files = sorted(tf.io.gfile.glob(os.path.join(data, "*.tfrecord-*")))
+    area, aspect = spec.crop_area, spec.crop_aspect
+
+    def fused(image, h, w):
+        window = crop_window(h, w, True, None, 0.875, area, aspect)
+        return decode_crop_resize(image, window, SIZE)
+
+    ceiling = (
+        tf.data.Dataset.from_tensor_slices((images, heights, widths))
+        .map(fused, num_parallel_calls=tf.data.AUTOTUNE)
+        .batch(batch)
+        .prefetch(2)
+    )
+
+    parse_spec = {
+        "image": tf.io.FixedLenFeature([], tf.string),
+        "label": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+    def naive_map(record):
+        ex = tf.io.parse_single_example(record, parse_spec)
+        image = tf.io.decode_jpeg(ex["image"], channels=3)
+        shape = tf.shape(image)
+        side = tf.minimum(shape[0], shape[1])
+        image = tf.image.random_crop(image, tf.stack([side, side, 3]))
+        return tf.image.resize(image, SIZE), ex["label"]
+
+    naive = tf.data.TFRecordDataset(files).map(naive_map).batch(batch)
+
+    def tfds_map(ex):
+        image = ex["image"]
+        shape = tf.shape(image)
+        side = tf.minimum(shape[0], shape[1])
+        image = tf.image.random_crop(image, tf.stack([side, side, 3]))
+        image = tf.image.random_flip_left_right(tf.image.resize(image, SIZE))
+        return image, ex["label"]
+
+    builder = tfds.builder_from_directory(data)
+    tfds_ds = (
+        builder.as_dataset(split="train", shuffle_files=True)
+        .map(tfds_map, num_parallel_calls=tf.data.AUTOTUNE)
+        .batch(batch)
+        .prefetch(2)
+    )
+    ours = feedgpu.build_pipeline(spec)
+
+    def count(b):
+        return int((b[0] if isinstance(b, tuple) else b).shape[0])
+
+    return {
+        "ceiling": _epoch(ceiling, count),
+        "naive": _epoch(naive, count),
+        "tfds": _epoch(tfds_ds, count),
+        "ours": _epoch(ours, count),
+    }
+
+
+def text_rates(corpus: str, data: str, vocab: str, batch: int) -> dict[str, float]:
+    import tensorflow as tf
+    from tokenizers import Tokenizer
+
+    import feedgpu
+    from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
+
+    spec = feedgpu.PipelineSpec.for_dataset(
+        data, batch_size=batch, training=True, text_mode="bucket", max_length=512
+    )
+    docs = []
+    for name in sorted(os.listdir(corpus)):
+        with open(os.path.join(corpus, name), encoding="utf-8") as f:
+            docs += [json.loads(line)["text"] for line in f]
+    tok = load_tokenizer(TokenizerSpec.parse(vocab))
+    fast = tok.fast()
+    hf = Tokenizer.from_file(os.path.join(data, "tokenizer.json"))
+
+    def tokens_in(b):
+        return (
+            int(b["attention_mask"].numpy().sum())
+            if isinstance(b, dict)
+            else int(tf.reduce_sum(tf.cast(b > 0, tf.int32)))
+        )
+
+    def fast_map(texts):
+        return fast.tokenize(texts)[:, :512].to_tensor(shape=[None, 512])
+
+    fast_ds = (
+        tf.data.Dataset.from_tensor_slices(docs)
+        .shuffle(10000)
+        .batch(batch)
+        .map(fast_map, num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(2)
+    )
+
+    def hf_encode(texts):
+        ids = [e.ids[:512] for e in hf.encode_batch([t.decode() for t in texts.numpy()])]
+        return tf.ragged.constant(ids, dtype=tf.int64).to_tensor(shape=[None, 512])
+
+    hf_ds = (
+        tf.data.Dataset.from_tensor_slices(docs)
+        .shuffle(10000)
+        .batch(batch)
+        .map(
+            lambda t: tf.py_function(hf_encode, [t], tf.int64), num_parallel_calls=tf.data.AUTOTUNE
+        )
+        .prefetch(2)
+    )
+    ours = feedgpu.build_pipeline(spec)
+    return {
+        "ours": _epoch(ours.map(lambda x, *_: x), tokens_in),
+        "fast": _epoch(fast_ds, tokens_in),
+        "hf": _epoch(hf_ds, tokens_in),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> PipelineBenchResult:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--images", type=int, default=3000)
+    parser.add_argument("--text-mb", type=float, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--data", help="folder to keep generated data in between runs")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_convert_images import list_images, make_folder
+    from bench_convert_text import make_corpus
+
+    import feedgpu
+    from feedgpu.augment import padding_waste
+    from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
+
+    tmp = tempfile.mkdtemp(prefix="bench_pipeline_")
+    root = args.data or tmp
+    try:
+        src, out = os.path.join(root, "jpegs"), os.path.join(root, "images")
+        if len(list_images(src)) != args.images:
+            shutil.rmtree(src, ignore_errors=True)
+            make_folder(src, args.images, feedgpu.shards.default_workers())
+        feedgpu.convert_images(src, out, quiet=True)
+        corpus, text = os.path.join(root, "corpus"), os.path.join(root, "text")
+        if not os.path.isdir(corpus):
+            docs = make_corpus(corpus, args.text_mb)
+            load_tokenizer(TokenizerSpec.parse("train:wordpiece:8000"), iter(docs[:2000])).save(
+                root
+            )
+        vocab = os.path.join(root, "vocab.txt")
+        feedgpu.convert_text(corpus, text, feedgpu.TextOptions(tokenizer=vocab), quiet=True)
+        image_runs: dict[str, list[float]] = {}
+        text_runs: dict[str, list[float]] = {}
+        for r in range(args.rounds):
+            for k, v in image_rates(out, args.batch).items():
+                image_runs.setdefault(k, []).append(v)
+            for k, v in text_rates(corpus, text, vocab, 32).items():
+                text_runs.setdefault(k, []).append(v)
+            print(
+                f"round {r + 1}: "
+                + ", ".join(f"{k} {v[-1]:.0f} img/s" for k, v in image_runs.items())
+                + "; "
+                + ", ".join(f"{k} {v[-1] / 1e6:.2f} M tok/s" for k, v in text_runs.items()),
+                file=sys.stderr,
+            )
+        manifest = feedgpu.read_manifest(text)
+        counts = [c for c in manifest["text"]["length_counts"] if c[0] <= 512]
+        spec = feedgpu.PipelineSpec.for_dataset(text, max_length=512)
+        med = {
+            k: statistics.median(v)
+            for k, v in {**image_runs, **{f"t_{k}": v for k, v in text_runs.items()}}.items()
+        }
+        result = PipelineBenchResult(
+            images=args.images,
+            ceiling_img_s=round(med["ceiling"], 1),
+            naive_img_s=round(med["naive"], 1),
+            tfds_img_s=round(med["tfds"], 1),
+            ours_img_s=round(med["ours"], 1),
+            text_tokens=manifest["text"]["tokens"],
+            ours_tok_s=round(med["t_ours"], 1),
+            fast_wordpiece_tok_s=round(med["t_fast"], 1),
+            hf_py_function_tok_s=round(med["t_hf"], 1),
+            waste_fixed=round(padding_waste(counts, [512]), 4),
+            waste_bucketed=round(padding_waste(counts, list(spec.bucket_boundaries)), 4),
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    r = result
+    print(
+        f"images/s: (a) ceiling {r.ceiling_img_s:.0f}  (b) naive {r.naive_img_s:.0f}  "
+        f"(c) TFDS {r.tfds_img_s:.0f}  (d) ours {r.ours_img_s:.0f}"
+    )
+    print(
+        f"M tokens/s: ours {r.ours_tok_s / 1e6:.2f}  fast WordPiece on the fly "
+        f"{r.fast_wordpiece_tok_s / 1e6:.2f}  HF py_function {r.hf_py_function_tok_s / 1e6:.2f}"
+    )
+    print(
+        f"padding waste: fixed 512 {r.waste_fixed:.1%}, bucketed {r.waste_bucketed:.1%} "
+        "(target <= 10%)"
+    )
+    print(json.dumps(asdict(r)))
+    print(
+        f"images: ours/(a) = {r.ours_img_s / r.ceiling_img_s:.2f}x (>= 0.9), "
+        f"ours/(b) = {r.ours_img_s / r.naive_img_s:.2f}x (>= 2), "
+        f"ours/(c) = {r.ours_img_s / r.tfds_img_s:.2f}x (>= 1.1); "
+        f"text: ours/(b) = {r.ours_tok_s / r.fast_wordpiece_tok_s:.1f}x (>= 5), "
+        f"ours/(c) = {r.ours_tok_s / r.hf_py_function_tok_s:.1f}x (>= 30)"
+    )
+    return result
+
+
+if __name__ == "__main__":
+    main()
