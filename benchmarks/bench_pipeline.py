@@ -206,12 +206,14 @@ def main(argv: Sequence[str] | None = None) -> PipelineBenchResult:
             make_folder(src, args.images, feedgpu.shards.default_workers())
         feedgpu.convert_images(src, out, quiet=True)
         corpus, text = os.path.join(root, "corpus"), os.path.join(root, "text")
-        if not os.path.isdir(corpus):
-            docs = make_corpus(corpus, args.text_mb)
-            load_tokenizer(TokenizerSpec.parse("train:wordpiece:8000"), iter(docs[:2000])).save(
-                root
-            )
         vocab = os.path.join(root, "vocab.txt")
+        if not os.path.isfile(vocab):
+            shutil.rmtree(corpus, ignore_errors=True)
+            docs = make_corpus(corpus, args.text_mb)
+            tokenizer = load_tokenizer(
+                TokenizerSpec.parse("train:wordpiece:8000"), iter(docs[:2000])
+            )
+            tokenizer.save(root)
         feedgpu.convert_text(corpus, text, feedgpu.TextOptions(tokenizer=vocab), quiet=True)
         image_runs: dict[str, list[float]] = {}
         text_runs: dict[str, list[float]] = {}

@@ -37,3 +37,24 @@ def test_bench_convert_text_smoke(capsys) -> None:
     assert "ours/(b) =" in capsys.readouterr().out.splitlines()[-1]
     bpe = bench.main(["--mb", "0.2", "--rounds", "1", "--vocab-size", "300", "--bpe"])
     assert bpe.tokenizer == "bpe" and bpe.ours_tok_s > 0
+
+
+def test_bench_pipeline_smoke(tmp_path: Path, capsys) -> None:
+    bench = load("bench_pipeline")
+    result = bench.main(
+        [
+            "--images",
+            "24",
+            "--text-mb",
+            "0.2",
+            "--rounds",
+            "1",
+            "--batch",
+            "8",
+            "--data",
+            str(tmp_path),
+        ]
+    )
+    assert result.ours_img_s > 0 and result.tfds_img_s > 0 and result.naive_img_s > 0
+    assert result.ours_tok_s > 0 and 0 <= result.waste_bucketed <= result.waste_fixed
+    assert capsys.readouterr().out.splitlines()[-1].startswith("images: ours/(a) =")

@@ -30,7 +30,7 @@ def text_data(tmp_path: Path, text_folder: Path) -> Path:
 
 def test_training_images_static_shapes_and_labels(image_data: Path) -> None:
     spec = PipelineSpec.for_dataset(
-        str(image_data), batch_size=8, training=True, image_size=(32, 40)
+        str(image_data), batch_size=8, training=True, image_size=(32, 40), normalize=True
     )
     assert spec.drop_remainder and spec.shuffle_files and spec.cache == "memory"
     ds = feedgpu.build_pipeline(spec)
