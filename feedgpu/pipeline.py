@@ -422,58 +422,71 @@ def _image_batches(ds: Any, spec: PipelineSpec) -> Any:
     )
 
 
-def _text_batches(ds: Any, spec: PipelineSpec, labelled: bool) -> Any:
+def _text_batches(ds: Any, spec: PipelineSpec, labelled: bool, pack: int | None) -> Any:
+    """Batches of ids with attention masks.
+
+    "pad" and "packed" batch first and then work on whole batches (one op per batch instead of
+    one per example: per-example stages cost ~100 µs each here); "bucket" must see each
+    example's length, so it truncates per example before `bucket_by_sequence_length`.
+    """
     import tensorflow as tf
 
-    def features(example: Any) -> Any:
-        ids = example["input_ids"]
-        out = {"input_ids": ids}
-        if spec.text_mode == "packed":
-            out["segment_ids"] = example["segment_ids"]
-            out["positions"] = example["positions"]
-        elif tf.size(ids) > spec.max_length:  # keep the last id: the closing special token
-            out["input_ids"] = tf.concat([ids[: spec.max_length - 1], ids[-1:]], 0)
-        return (out, example["label"]) if labelled else out
-
-    ds = ds.map(features, num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)
     pad = tf.constant(spec.pad_id, tf.int64)
-    if spec.text_mode == "bucket":
-        bounds = list(spec.bucket_boundaries) or [spec.max_length]
-        ds = ds.bucket_by_sequence_length(
-            lambda x, *_: tf.shape(x["input_ids"])[0],
-            bucket_boundaries=[b + 1 for b in bounds],  # bucket i holds lengths <= bounds[i]
-            bucket_batch_sizes=[spec.batch_size] * (len(bounds) + 1),
-            padding_values=({"input_ids": pad}, tf.constant(0, tf.int64))
-            if labelled
-            else {"input_ids": pad},
-            pad_to_bucket_boundary=True,
-            drop_remainder=spec.drop_remainder,
-        )
-    else:
-        length = None if spec.text_mode == "packed" else spec.max_length
-        shapes: Any = {"input_ids": [length]}
-        values: Any = {"input_ids": pad}
-        if spec.text_mode == "packed":
-            shapes.update(segment_ids=[None], positions=[None])
-            values.update(segment_ids=pad, positions=pad)
-        if labelled:
-            shapes, values = (shapes, []), (values, tf.constant(0, tf.int64))
-        ds = ds.padded_batch(
-            spec.batch_size,
-            padded_shapes=shapes,
-            padding_values=values,
-            drop_remainder=spec.drop_remainder,
-        )
+    length = spec.max_length
+
+    def output(x: Any, label: Any) -> Any:
+        return (x, label) if labelled else x
+
+    if spec.text_mode == "packed":
+
+        def packed(batch: Any) -> Any:  # every sequence is `pack` long: static shapes
+            x = {
+                k: tf.reshape(batch[k], [-1, pack])
+                for k in ("input_ids", "segment_ids", "positions")
+            }
+            x["attention_mask"] = tf.cast(x["segment_ids"] > 0, tf.int32)
+            return output(x, batch.get("label"))
+
+        ds = ds.batch(spec.batch_size, drop_remainder=spec.drop_remainder)
+        return ds.map(packed, num_parallel_calls=tf.data.AUTOTUNE)
+
+    if spec.text_mode == "pad":
+
+        def padded(batch: Any) -> Any:
+            ids = batch["input_ids"]  # ragged [B, (n)]
+            dense = ids.to_tensor(default_value=pad, shape=[None, length])
+            # Rows cut at max_length keep their last id (the closing special token).
+            over = tf.where(ids.row_lengths() > length)[:, 0]
+            last = tf.gather(ids.flat_values, tf.gather(ids.row_limits(), over) - 1)
+            where = tf.stack([over, tf.fill(tf.shape(over), tf.constant(length - 1, tf.int64))], 1)
+            dense = tf.tensor_scatter_nd_update(dense, where, last)
+            x = {"input_ids": dense, "attention_mask": tf.cast(dense != pad, tf.int32)}
+            return output(x, batch.get("label"))
+
+        ds = ds.ragged_batch(spec.batch_size, drop_remainder=spec.drop_remainder)
+        return ds.map(padded, num_parallel_calls=tf.data.AUTOTUNE)
+
+    def truncated(example: Any) -> Any:
+        ids = example["input_ids"]
+        if tf.size(ids) > length:  # keep the last id: the closing special token
+            ids = tf.concat([ids[: length - 1], ids[-1:]], 0)
+        return output({"input_ids": ids}, example.get("label"))
+
+    ds = ds.map(truncated, num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)
+    bounds = list(spec.bucket_boundaries) or [length]
+    ds = ds.bucket_by_sequence_length(
+        lambda x, *_: tf.shape(x["input_ids"])[0],
+        bucket_boundaries=[b + 1 for b in bounds],  # bucket i holds lengths <= bounds[i]
+        bucket_batch_sizes=[spec.batch_size] * (len(bounds) + 1),
+        padding_values=({"input_ids": pad}, tf.constant(0, tf.int64))
+        if labelled
+        else {"input_ids": pad},
+        pad_to_bucket_boundary=True,
+        drop_remainder=spec.drop_remainder,
+    )
 
     def with_mask(x: Any, *label: Any) -> Any:
-        mask_from = x["segment_ids"] if "segment_ids" in x else x["input_ids"]
-        key = "segment_ids" if "segment_ids" in x else "input_ids"
-        x = {
-            **x,
-            "attention_mask": tf.cast(
-                tf.not_equal(mask_from, 0 if key == "segment_ids" else spec.pad_id), tf.int32
-            ),
-        }
+        x = {**x, "attention_mask": tf.cast(x["input_ids"] != pad, tf.int32)}
         return (x, *label) if label else x
 
     return ds.map(with_mask, num_parallel_calls=tf.data.AUTOTUNE)
@@ -491,7 +504,10 @@ def build_pipeline(spec: PipelineSpec, input_context: Any = None) -> Any:
     manifest = fmt.read_manifest(spec.data_dir)
     labelled = any(f.kind == "class_label" for f in fmt.features_from_manifest(manifest))
     ds = read_dataset(spec, input_context)
-    ds = _image_batches(ds, spec) if spec.kind == "image" else _text_batches(ds, spec, labelled)
+    if spec.kind == "image":
+        ds = _image_batches(ds, spec)
+    else:
+        ds = _text_batches(ds, spec, labelled, manifest.get("options", {}).get("pack"))
     if spec.service:
         ds = ds.apply(
             tf.data.experimental.service.distribute(

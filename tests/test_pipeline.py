@@ -181,3 +181,26 @@ def test_distribute_datasets_from_function(image_data: Path) -> None:
     dist = strategy.distribute_datasets_from_function(dataset_fn)
     total = sum(int(strategy.experimental_local_results(y)[0].shape[0]) for _, y in dist)
     assert total == 36
+
+
+def test_pad_truncation_keeps_the_closing_token_and_packed_passes_through(
+    tmp_path: Path, text_data: Path, text_folder: Path
+) -> None:
+    spec = PipelineSpec.for_dataset(str(text_data), batch_size=80, max_length=8, cycle_length=1)
+    x, _ = next(iter(feedgpu.build_pipeline(spec)))
+    rows = [e["input_ids"].numpy().tolist() for e in feedgpu.read_dataset(spec)]
+    for got, ids in zip(x["input_ids"].numpy().tolist(), rows, strict=True):
+        want = ids if len(ids) <= 8 else [*ids[:7], ids[-1]]
+        assert got == want + [0] * (8 - len(want))
+    packed = tmp_path / "packed"
+    feedgpu.convert_text(
+        str(text_folder),
+        str(packed),
+        TextOptions(tokenizer="train:wordpiece:300", pack=32),
+        quiet=True,
+    )
+    pspec = PipelineSpec.for_dataset(str(packed), batch_size=4, training=True)
+    assert pspec.text_mode == "packed"
+    batch = next(iter(feedgpu.build_pipeline(pspec)))
+    assert batch["input_ids"].shape == (4, 32)
+    assert (batch["attention_mask"].numpy() == (batch["segment_ids"].numpy() > 0)).all()
