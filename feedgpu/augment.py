@@ -7,7 +7,10 @@ only work done in Python is choosing bucket boundaries from the manifest's lengt
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from feedgpu.pipeline import PipelineSpec
 
 # ImageNet channel statistics (0-255 scale): the normalisation most pretrained models expect.
 IMAGENET_MEAN = (123.675, 116.28, 103.53)
@@ -141,3 +144,111 @@ def padding_waste(length_counts: Sequence[Sequence[int]], bounds: Sequence[int])
         real += kept * int(n)
         padded += bound * int(n)
     return 1 - real / padded if padded else 0.0
+
+
+def image_batches(ds: Any, spec: PipelineSpec) -> Any:
+    """Decoded, cropped, resized image batches with their labels."""
+    import tensorflow as tf
+
+    def transform(example: Any, seed: Any) -> Any:
+        crop_seed = seed if spec.seed is not None else None
+        window = crop_window(
+            example["height"],
+            example["width"],
+            spec.training,
+            crop_seed,
+            spec.eval_crop_fraction,
+            spec.crop_area,
+            spec.crop_aspect,
+        )
+        image = decode_crop_resize(example["image"], window, spec.image_size)
+        if spec.training and spec.random_flip:
+            if spec.seed is None:
+                image = tf.image.random_flip_left_right(image)
+            else:
+                image = tf.image.stateless_random_flip_left_right(image, seed + 1)
+        return finish_image(image, spec.dtype, spec.normalize), example["label"]
+
+    # Per-example seeds from a seeded stream: reproducible, and different every epoch.
+    seeds = tf.data.Dataset.random(seed=spec.seed or 0, rerandomize_each_iteration=True).batch(2)
+    ds = tf.data.Dataset.zip((ds, seeds))
+    ds = ds.map(transform, num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)
+    return ds.batch(
+        spec.batch_size,
+        drop_remainder=spec.drop_remainder,
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=spec.deterministic,
+    )
+
+
+def text_batches(ds: Any, spec: PipelineSpec, labelled: bool, pack: int | None) -> Any:
+    """Batches of ids with attention masks.
+
+    "pad" and "packed" batch first and then work on whole batches (one op per batch instead of
+    one per example: per-example stages cost ~100 µs each here); "bucket" must see each
+    example's length, so it truncates per example before `bucket_by_sequence_length`.
+    """
+    import tensorflow as tf
+
+    pad = tf.constant(spec.pad_id, tf.int64)
+    length = spec.max_length
+
+    def output(x: Any, label: Any) -> Any:
+        return (x, label) if labelled else x
+
+    if spec.text_mode == "packed":
+
+        def packed(batch: Any) -> Any:  # every sequence is `pack` long: static shapes
+            x = {
+                k: tf.reshape(batch[k], [-1, pack])
+                for k in ("input_ids", "segment_ids", "positions")
+            }
+            x["attention_mask"] = tf.cast(x["segment_ids"] > 0, tf.int32)
+            return output(x, batch.get("label"))
+
+        ds = ds.batch(spec.batch_size, drop_remainder=spec.drop_remainder)
+        return ds.map(packed, num_parallel_calls=tf.data.AUTOTUNE)
+
+    if spec.text_mode == "pad":
+
+        def padded(batch: Any) -> Any:
+            ids = batch["input_ids"]  # ragged [B, (n)]
+            dense = ids.to_tensor(default_value=pad, shape=[None, length])
+            # Rows cut at max_length keep their last id (the closing special token).
+            over = tf.where(ids.row_lengths() > length)[:, 0]
+            last = tf.gather(ids.flat_values, tf.gather(ids.row_limits(), over) - 1)
+            where = tf.stack([over, tf.fill(tf.shape(over), tf.constant(length - 1, tf.int64))], 1)
+            dense = tf.tensor_scatter_nd_update(dense, where, last)
+            x = {"input_ids": dense, "attention_mask": tf.cast(dense != pad, tf.int32)}
+            return output(x, batch.get("label"))
+
+        ds = ds.ragged_batch(spec.batch_size, drop_remainder=spec.drop_remainder)
+        return ds.map(padded, num_parallel_calls=tf.data.AUTOTUNE)
+
+    def truncated(example: Any) -> Any:
+        ids = example["input_ids"]
+        ids = tf.cond(  # too long: keep the first length - 1 ids and the closing special token
+            tf.size(ids) > length,
+            lambda: tf.concat([ids[: length - 1], ids[-1:]], 0),
+            lambda: ids,
+        )
+        return output({"input_ids": ids}, example.get("label"))
+
+    ds = ds.map(truncated, num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)
+    bounds = list(spec.bucket_boundaries) or [length]
+    ds = ds.bucket_by_sequence_length(
+        lambda x, *_: tf.shape(x["input_ids"])[0],
+        bucket_boundaries=[b + 1 for b in bounds],  # bucket i holds lengths <= bounds[i]
+        bucket_batch_sizes=[spec.batch_size] * (len(bounds) + 1),
+        padding_values=({"input_ids": pad}, tf.constant(0, tf.int64))
+        if labelled
+        else {"input_ids": pad},
+        pad_to_bucket_boundary=True,
+        drop_remainder=spec.drop_remainder,
+    )
+
+    def with_mask(x: Any, *label: Any) -> Any:
+        x = {**x, "attention_mask": tf.cast(x["input_ids"] != pad, tf.int32)}
+        return (x, *label) if label else x
+
+    return ds.map(with_mask, num_parallel_calls=tf.data.AUTOTUNE)
