@@ -87,13 +87,19 @@ def finish_image(image: Any, dtype: str, normalize: bool) -> Any:
 
 
 def choose_boundaries(
-    length_counts: Sequence[Sequence[int]], max_length: int, max_buckets: int = 8, multiple: int = 8
+    length_counts: Sequence[Sequence[int]],
+    max_length: int,
+    max_buckets: int = 16,
+    multiple: int = 8,
+    target_waste: float = 0.10,
 ) -> list[int]:
-    """Bucket upper bounds that minimise padding for this length distribution.
+    """The fewest bucket upper bounds whose padding is at most target_waste of the batch.
 
-    Dynamic programming over the distinct (rounded) lengths: the padding of a bucket is
-    (bound - length) summed over its examples; at most `max_buckets` buckets (each distinct
-    shape costs an XLA compilation). Bounds are multiples of `multiple` and at most max_length.
+    Each distinct shape costs an XLA compilation, so buckets are added only while they pay:
+    for each bucket count, dynamic programming over the distinct (rounded) lengths finds the
+    bounds with the least padding ((bound - length) summed over examples); the first count
+    reaching target_waste wins, else the best with max_buckets. Bounds are multiples of
+    `multiple`, at most max_length.
     """
     counts: dict[int, int] = {}
     for length, n in length_counts:
@@ -102,37 +108,36 @@ def choose_boundaries(
     values = sorted(counts)
     if not values:
         return [max_length]
-    k = min(max_buckets, len(values))
-    # cost[i][j]: padding when values[i..j] share bound values[j]
-    prefix_n = [0]
-    prefix_sum = [0]
+    m, k = len(values), min(max_buckets, len(values))
+    prefix_n, prefix_sum = [0], [0]
     for v in values:
         prefix_n.append(prefix_n[-1] + counts[v])
         prefix_sum.append(prefix_sum[-1] + counts[v] * v)
 
-    def cost(i: int, j: int) -> int:
-        n = prefix_n[j + 1] - prefix_n[i]
-        return values[j] * n - (prefix_sum[j + 1] - prefix_sum[i])
+    def cost(i: int, j: int) -> int:  # padding when values[i..j] share bound values[j]
+        return values[j] * (prefix_n[j + 1] - prefix_n[i]) - (prefix_sum[j + 1] - prefix_sum[i])
 
     inf = float("inf")
-    m = len(values)
     best = [[inf] * m for _ in range(k + 1)]
     cut = [[0] * m for _ in range(k + 1)]
-    for j in range(m):
-        best[1][j] = cost(0, j)
+    best[1] = [cost(0, j) for j in range(m)]
     for b in range(2, k + 1):
         for j in range(m):
             for i in range(b - 1, j + 1):
                 c = best[b - 1][i - 1] + cost(i, j)
                 if c < best[b][j]:
                     best[b][j], cut[b][j] = c, i
-    b = min(range(1, k + 1), key=lambda n: best[n][m - 1])
-    bounds, j = [], m - 1
-    while b >= 1 and j >= 0:
-        bounds.append(values[j])
-        j = cut[b][j] - 1 if b > 1 else -1
-        b -= 1
-    return sorted(set(bounds))
+    bounds: list[int] = []
+    for b in range(1, k + 1):
+        bounds, j, left = [], m - 1, b
+        while left >= 1 and j >= 0:
+            bounds.append(values[j])
+            j = cut[left][j] - 1 if left > 1 else -1
+            left -= 1
+        bounds.sort()
+        if padding_waste(length_counts, bounds) <= target_waste:
+            break
+    return bounds
 
 
 def padding_waste(length_counts: Sequence[Sequence[int]], bounds: Sequence[int]) -> float:

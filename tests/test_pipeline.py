@@ -204,3 +204,12 @@ def test_pad_truncation_keeps_the_closing_token_and_packed_passes_through(
     batch = next(iter(feedgpu.build_pipeline(pspec)))
     assert batch["input_ids"].shape == (4, 32)
     assert (batch["attention_mask"].numpy() == (batch["segment_ids"].numpy() > 0)).all()
+
+
+def test_fewest_buckets_that_meet_the_padding_target() -> None:
+    counts = [[n, 100] for n in range(8, 513, 8)]  # uniform lengths: many buckets needed
+    bounds = choose_boundaries(counts, 512)
+    assert padding_waste(counts, bounds) <= 0.10
+    fewer = choose_boundaries(counts, 512, max_buckets=len(bounds) - 1)
+    assert padding_waste(counts, fewer) > 0.10  # one bucket less would miss the target
+    assert choose_boundaries([[20, 1000]], 512) == [24]  # one length, one bucket
