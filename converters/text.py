@@ -7,7 +7,6 @@ tokenizing and writing the chunks is `text_chunks.TextRunner`'s job.
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -29,10 +28,9 @@ from feedgpu.converters.text_sources import Document, ReadOptions, iter_document
 from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
 from feedgpu.errors import UsageError
 from feedgpu.shards import (
-    MIN_SHARD_BYTES,
-    MIN_SHARDS,
     ShardTask,
     Skip,
+    count_shards,
     default_workers,
 )
 
@@ -199,12 +197,10 @@ def plan_text_dataset(
             )
     else:
         split_bytes = {k: total * v / 2 for k, v in fractions.items() if v > 0}
-    shard_counts = {}
-    for split, est in split_bytes.items():
-        by_size = math.ceil(est / (options.shard_size_mb * (1 << 20)))
-        shard_counts[split] = options.num_shards or max(
-            1, by_size, min(MIN_SHARDS, math.ceil(est / MIN_SHARD_BYTES))
-        )
+    target = options.shard_size_mb * (1 << 20)
+    shard_counts = {
+        split: count_shards(est, target, options.num_shards) for split, est in split_bytes.items()
+    }
     tasks = [
         ShardTask(split, i, n, fmt.shard_filename(name, split, i, n), ())
         for split, n in sorted(shard_counts.items(), key=lambda kv: fmt.split_order(kv[0]))

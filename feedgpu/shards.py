@@ -168,6 +168,16 @@ class ShardResult:
         return cls(**{**data, "skips": [Skip(**s) for s in data["skips"]]})
 
 
+def count_shards(total_bytes: float, target_shard_bytes: float, num_shards: int | None) -> int:
+    """Shards for a split: as asked, else by size, but several even for small data (see
+    MIN_SHARDS)."""
+    if num_shards is not None:
+        return max(1, num_shards)
+    by_size = math.ceil(total_bytes / target_shard_bytes)
+    by_parallelism = min(MIN_SHARDS, math.ceil(total_bytes / MIN_SHARD_BYTES))
+    return max(1, by_size, by_parallelism)
+
+
 def plan_shards(
     items: Sequence[Any],
     *,
@@ -185,10 +195,7 @@ def plan_shards(
     """
     if not items:
         return []
-    if num_shards is None:
-        by_size = math.ceil(total_bytes / target_shard_bytes)
-        by_parallelism = min(MIN_SHARDS, math.ceil(total_bytes / MIN_SHARD_BYTES))
-        num_shards = max(1, by_size, by_parallelism)
+    num_shards = count_shards(total_bytes, target_shard_bytes, num_shards)
     num_shards = max(1, min(num_shards, len(items)))
     order = list(items)
     random.Random(f"{seed}/{split}").shuffle(order)
