@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from feedgpu import format as fmt
-from feedgpu.conversion import ConversionReport, DatasetPlan, write_dataset
+from feedgpu.conversion import ConversionReport, DatasetPlan, pool_runner, write_dataset
 from feedgpu.converters.listing import (
     SourceFile,
     assign_splits,
@@ -315,12 +315,7 @@ def convert_images(
         label_column=label_column,
         strict=strict,
     )
-    return write_dataset(
-        plan,
-        ImageProcessor(options),
-        workers=workers or default_workers(),
-        strict=strict,
-        overwrite=overwrite,
-        quiet=quiet,
-        unit="img",
+    runner = pool_runner(
+        ImageProcessor(options), out_dir, workers=workers or default_workers(), strict=strict
     )
+    return write_dataset(plan, runner, overwrite=overwrite, quiet=quiet, unit="img")

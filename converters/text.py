@@ -265,7 +265,7 @@ def convert_text(
     plan, runner = plan_text_dataset(src, out_dir, options, workers=workers, strict=strict)
     return write_dataset(
         plan,
-        runner=runner,
+        runner,
         overwrite=overwrite,
         quiet=quiet,
         unit="doc",

@@ -300,22 +300,19 @@ def pool_runner(
 
 def write_dataset(
     plan: DatasetPlan,
-    processor: ShardProcessor | None = None,
+    runner: ShardRunner,
     *,
-    workers: int = 1,
-    strict: bool = False,
     overwrite: bool = False,
     quiet: bool = False,
     unit: str = "img",
-    runner: ShardRunner | None = None,
     rate_unit: str = "MB/s",
     count_known: bool = True,
 ) -> ConversionReport:
     """Write (or finish, or confirm) the dataset a plan describes.
 
     Args:
-        processor: turns each task item into examples (with the default pool runner).
-        runner: writes shards another way (the text converter tokenizes in batches).
+        runner: writes the unfinished shards (`pool_runner` for per-item processors; the
+            text converter tokenizes in batches).
         unit: what the progress bar counts (the first number a runner reports).
         rate_unit: the second number a runner reports, shown per second in millions
             (bytes read for images, tokens for text).
@@ -327,16 +324,9 @@ def write_dataset(
         InputError: strict and an input could not be converted.
     """
     start = time.perf_counter()
-    num_inputs = sum(len(t.items) for t in plan.tasks) + len(plan.listing_skips)
     if _prepare(plan, overwrite):
         manifest = fmt.read_manifest(plan.out_dir)
-        return _report(
-            plan,
-            manifest,
-            already_done=True,
-            seconds=time.perf_counter() - start,
-            num_inputs=num_inputs,
-        )
+        return _report(plan, manifest, already_done=True, seconds=time.perf_counter() - start)
     finished = {t.filename: load_finished(plan.out_dir, t) for t in plan.tasks}
     todo = [t for t in plan.tasks if finished[t.filename] is None]
     if len(todo) < len(plan.tasks):
@@ -345,10 +335,6 @@ def write_dataset(
             len(plan.tasks) - len(todo),
             len(plan.tasks),
         )
-    if runner is None:
-        if processor is None:
-            raise TypeError("write_dataset needs a processor or a runner")
-        runner = pool_runner(processor, plan.out_dir, workers=workers, strict=strict)
     bar = _progress_bar(sum(len(t.items) for t in todo) if count_known else None, unit, quiet)
     amount = [0]
 
@@ -367,13 +353,7 @@ def write_dataset(
         bar.close()
     all_results = [*(r for r in finished.values() if r is not None), *output.results]
     manifest = _finalize(plan, all_results, output)
-    return _report(
-        plan,
-        manifest,
-        already_done=False,
-        seconds=time.perf_counter() - start,
-        num_inputs=num_inputs,
-    )
+    return _report(plan, manifest, already_done=False, seconds=time.perf_counter() - start)
 
 
 def _report(
@@ -382,14 +362,16 @@ def _report(
     *,
     already_done: bool,
     seconds: float,
-    num_inputs: int,
 ) -> ConversionReport:
     splits = manifest["splits"]
+    num_examples = sum(s["num_examples"] for s in splits.values())
+    # Inputs: every one was converted or skipped. A text document can make several examples.
+    converted = manifest.get("text", {}).get("documents", num_examples)
     return ConversionReport(
         out_dir=plan.out_dir,
         already_done=already_done,
-        num_inputs=num_inputs,
-        num_examples=sum(s["num_examples"] for s in splits.values()),
+        num_inputs=converted + manifest["num_skipped"],
+        num_examples=num_examples,
         num_skipped=manifest["num_skipped"],
         skipped_by_reason=dict(manifest["skipped"]),
         examples_by_split={k: v["num_examples"] for k, v in splits.items()},

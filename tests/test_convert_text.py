@@ -303,4 +303,5 @@ def test_cli_convert_text_json_and_error_line(tmp_path: Path, text_folder: Path,
     )
     summary = json.loads(capsys.readouterr().out)
     assert summary["text"]["documents"] == 80 and summary["num_skipped"] == 3
+    assert summary["num_inputs"] == 83  # every document: converted or skipped
     assert main(["verify", str(out), "--quiet"]) == 0
