@@ -275,7 +275,7 @@ class TextRunner:
             writer.write(key, encode_example(features))
         return tokens
 
-    def run_chunk(self, index: int, on_progress: Progress) -> None:
+    def run_chunk(self, index: int, on_progress: Progress) -> dict[str, Any]:
         """Tokenize one chunk into its piece folder, atomically."""
         final = storage.join(self.work, f"chunk-{index:05d}")
         tmp = f"{final}.tmp-{os.getpid()}"
@@ -337,6 +337,7 @@ class TextRunner:
             f.write(json.dumps(info))
         storage.remove(final)
         os.replace(tmp, final)
+        return info
 
     def _chunk_info(self, index: int) -> dict[str, Any] | None:
         path = os.path.join(self.work, f"chunk-{index:05d}", "chunk.json")
@@ -349,14 +350,15 @@ class TextRunner:
 
     def __call__(self, todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput:
         self.check_parity()
+        infos = []
         for index in range(len(self.chunks)):
-            if self._chunk_info(index) is None:
-                self.run_chunk(index, on_progress)
+            info = self._chunk_info(index)
+            if info is None:
+                info = self.run_chunk(index, on_progress)
             else:  # finished by an earlier run
-                info = self._chunk_info(index) or {}
                 lengths = _merge_lengths(list(info.get("pieces", {}).values()))
                 on_progress(sum(lengths.values()), int(info.get("tokens", 0)))
-        infos = [self._chunk_info(i) or {} for i in range(len(self.chunks))]
+            infos.append(info)
         results = [self._assemble(task, infos) for task in todo]
         skips = [Skip(**s) for info in infos for s in info.get("skips", [])]
         pieces = [p for info in infos for p in info.get("pieces", {}).values()]

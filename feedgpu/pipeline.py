@@ -326,9 +326,12 @@ def read_dataset(spec: PipelineSpec, input_context: Any = None) -> Any:
     Raises:
         DatasetError: missing split or a tokenizer other than the one the spec names.
     """
+    return _examples(spec, fmt.read_manifest(spec.data_dir), input_context)
+
+
+def _examples(spec: PipelineSpec, manifest: dict[str, Any], input_context: Any) -> Any:
     import tensorflow as tf
 
-    manifest = fmt.read_manifest(spec.data_dir)
     identity = manifest.get("tokenizer", {}).get("identity")
     if spec.tokenizer_identity and identity != spec.tokenizer_identity:
         raise DatasetError(
@@ -399,7 +402,7 @@ def build_pipeline(spec: PipelineSpec, input_context: Any = None) -> Any:
 
     manifest = fmt.read_manifest(spec.data_dir)
     labelled = any(f.kind == "class_label" for f in fmt.features_from_manifest(manifest))
-    ds = read_dataset(spec, input_context)
+    ds = _examples(spec, manifest, input_context)
     if spec.kind == "image":
         ds = image_batches(ds, spec)
     else:

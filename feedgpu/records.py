@@ -7,6 +7,7 @@ checked against TensorFlow's own parser and reader in the tests.
 
 from __future__ import annotations
 
+import io
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any, Union, cast
@@ -255,24 +256,21 @@ def _masked_crc(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def frame_record(data: bytes) -> bytes:
-    """One TFRecord: length, its masked CRC32C, the data, its masked CRC32C."""
-    length = struct.pack("<Q", len(data))
-    return (
-        length
-        + struct.pack("<I", _masked_crc(length))
-        + data
-        + struct.pack("<I", _masked_crc(data))
-    )
-
-
 def write_record(stream: IO[bytes], data: bytes) -> int:
-    """Append one TFRecord to stream without copying data; returns the bytes written."""
+    """Append one TFRecord (length, its masked CRC32C, data, its masked CRC32C) to stream,
+    without copying data; returns the bytes written."""
     length = struct.pack("<Q", len(data))
     stream.write(length + struct.pack("<I", _masked_crc(length)))
     stream.write(data)
     stream.write(struct.pack("<I", _masked_crc(data)))
     return len(data) + 16
+
+
+def frame_record(data: bytes) -> bytes:
+    """One TFRecord as bytes (for building files in memory)."""
+    buffer = io.BytesIO()
+    write_record(buffer, data)
+    return buffer.getvalue()
 
 
 class RecordError(ValueError):
