@@ -1,7 +1,8 @@
 """Tokenizers for conversion: load tokenizer.json or vocab.txt, or train one; never download.
 
 HF `tokenizers` is the reference for every model. WordPiece vocabularies also get a fast path,
-tensorflow-text's `FastBertTokenizer` (about 10x HF's throughput here), used only for documents
+tensorflow-text's `FastBertTokenizer` (6.26 M tokens/s vs HF's 0.77-1.07 here, see
+benchmarks/RESULTS.md), used only for documents
 it tokenizes exactly as the reference does: the few that contain compatibility characters
 (ligatures, roman numerals), control characters or very long non-ASCII words go to HF.
 """
