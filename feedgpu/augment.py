@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from feedgpu.pipeline import PipelineSpec
+    from feedgpu.stages import StageChanges
 
 # ImageNet channel statistics (0-255 scale): the normalisation most pretrained models expect.
 IMAGENET_MEAN = (123.675, 116.28, 103.53)
@@ -151,23 +152,31 @@ def padding_waste(length_counts: Sequence[Sequence[int]], bounds: Sequence[int])
     return 1 - real / padded if padded else 0.0
 
 
-def image_batches(ds: Any, spec: PipelineSpec) -> Any:
+def image_batches(ds: Any, spec: PipelineSpec, stages: StageChanges) -> Any:
     """Decoded, cropped, resized image batches with their labels."""
     import tensorflow as tf
+
+    from feedgpu.stages import delayed
+
+    augment = spec.training and "augment" not in stages.skip
 
     def transform(example: Any, seed: Any) -> Any:
         crop_seed = seed if spec.seed is not None else None
         window = crop_window(
             example["height"],
             example["width"],
-            spec.training,
+            augment,
             crop_seed,
             spec.eval_crop_fraction,
             spec.crop_area,
             spec.crop_aspect,
         )
-        image = decode_crop_resize(example["image"], window, spec.image_size)
-        if spec.training and spec.random_flip:
+        if "decode" in stages.skip:  # a free decode: its injected delay goes with it
+            image = tf.zeros([*spec.image_size, 3])
+        else:
+            image = decode_crop_resize(example["image"], window, spec.image_size)
+            image = delayed(image, stages.delay("decode"))
+        if augment and spec.random_flip:
             if spec.seed is None:
                 image = tf.image.random_flip_left_right(image)
             else:

@@ -192,6 +192,8 @@ def _build_parser() -> _Parser:
     _common_output(verify)
     verify.set_defaults(func=_verify)
 
+    _bench_parser(sub)
+
     sample = sub.add_parser(
         "sample-images",
         help="write a generated sample image folder",
@@ -204,6 +206,95 @@ def _build_parser() -> _Parser:
     sample.add_argument("--seed", type=int, default=0)
     sample.set_defaults(func=_sample_images)
     return parser
+
+
+def _bench_parser(sub: Any) -> None:
+    bench = sub.add_parser(
+        "bench-input",
+        help="is the accelerator saturated by the input pipeline, and if not, why",
+        description="Measure on DATA, in one run: the input pipeline alone, a synthetic model on "
+        "resident batches (the compute ceiling) and the two together (step time and the share "
+        "spent waiting for input). Judge saturated (< 5%% input wait), moderately (5-20%%) or "
+        "highly (>= 20%%) input-bound, and when input-bound make each pipeline stage free in "
+        "turn to name the one to fix. Without DATA, a generated sample image dataset is made "
+        "in a temporary folder and measured.",
+    )
+    bench.add_argument("data", metavar="DATA", nargs="?", help="dataset written by feedgpu convert")
+    bench.add_argument("--split", default="train", help="split to read")
+    bench.add_argument("--batch-size", type=int, default=32, help="global batch size")
+    bench.add_argument(
+        "--model", choices=("small", "medium", "large"), default="small", help="model size"
+    )
+    bench.add_argument(
+        "--training",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the training pipeline (shuffle, augmentation) or the evaluation one",
+    )
+    bench.add_argument(
+        "--seconds", type=float, default=10, help="timed seconds per phase, after warm-up"
+    )
+    bench.add_argument(
+        "--accumulate", type=int, default=1, metavar="K", help="gradient accumulation"
+    )
+    bench.add_argument(
+        "--ablation",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="make each stage free in turn: when input-bound (auto), always or never",
+    )
+    bench.add_argument("--ablation-seconds", type=float, default=3, help="seconds per variant")
+    bench.add_argument("--image-size", type=int, metavar="N", help="square model input size")
+    bench.add_argument("--max-length", type=int, metavar="N", help="text sequence length")
+    bench.add_argument(
+        "--text-mode", choices=("pad", "bucket", "packed"), help="text batching (default: auto)"
+    )
+    bench.add_argument("--spec", metavar="FILE", help="measure this saved PipelineSpec JSON")
+    bench.add_argument(
+        "--precision",
+        choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
+        default="auto",
+        help="auto: mixed_float16 on tensor-core GPUs, float32 on CPU",
+    )
+    bench.add_argument(
+        "--xla", action=argparse.BooleanOptionalAction, default=True, help="jit_compile the step"
+    )
+    bench.add_argument(
+        "--strategy",
+        choices=("auto", "default", "mirrored"),
+        default="auto",
+        help="auto: MirroredStrategy when there are several GPUs",
+    )
+    bench.add_argument(
+        "--memory-growth",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="let GPU memory grow on demand",
+    )
+    bench.add_argument("--memory-limit-mb", type=int, help="hard per-GPU memory limit instead")
+    bench.add_argument("--profile", metavar="DIR", help="write a TensorBoard profile of 10 steps")
+    bench.add_argument("--json", metavar="FILE", help="write the report as JSON (- for stdout)")
+    bench.add_argument(
+        "--save-spec", metavar="FILE", help="write the best measured PipelineSpec as JSON"
+    )
+    bench.add_argument(
+        "--inject-delay",
+        action="append",
+        default=[],
+        metavar="STAGE=MS",
+        help="calibration: sleep MS per element at decode (per example), batch or stall "
+        "(per batch, after prefetch) and watch the verdict respond",
+    )
+    bench.add_argument(
+        "--sample-per-class",
+        type=int,
+        default=128,
+        metavar="N",
+        help="without DATA: images per class (4 classes) in the generated dataset",
+    )
+    bench.add_argument("--print-schema", action="store_true", help="print the JSON schema, exit")
+    bench.add_argument("--quiet", action="store_true", help="no progress bars or log lines")
+    bench.set_defaults(func=_bench_input)
 
 
 def _setup_logging(quiet: bool) -> None:
@@ -332,6 +423,91 @@ def _sample_images(args: argparse.Namespace) -> int:
     )
     print(f"wrote {n} images in {args.classes} class folders under {args.dir}")
     return 0
+
+
+def _bench_input(args: argparse.Namespace) -> int:
+    import os
+    import tempfile
+
+    if args.print_schema:
+        from feedgpu.bench_report import BENCH_REPORT_SCHEMA
+
+        _print_json(BENCH_REPORT_SCHEMA)
+        return 0
+    # TensorFlow's C++ start-up chatter would bury the table; TF_CPP_MIN_LOG_LEVEL wins if set.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from feedgpu.bench import BenchOptions, bench_input, make_default_dataset
+    from feedgpu.bench_report import render_report
+    from feedgpu.device import DeviceConfig
+    from feedgpu.pipeline import PipelineSpec
+    from feedgpu.stages import StageChanges
+
+    overrides: dict[str, Any] = {}
+    if args.image_size:
+        overrides["image_size"] = (args.image_size, args.image_size)
+    if args.max_length:
+        overrides["max_length"] = args.max_length
+    if args.text_mode:
+        overrides["text_mode"] = args.text_mode
+    options = BenchOptions(
+        split=args.split,
+        batch_size=args.batch_size,
+        model=args.model,
+        training=args.training,
+        seconds=args.seconds,
+        accumulate=args.accumulate,
+        ablation=args.ablation,
+        ablation_seconds=args.ablation_seconds,
+        profile_dir=args.profile,
+        overrides=overrides,
+        stages=StageChanges(delay_s=tuple(_parse_delay(d) for d in args.inject_delay)),
+        quiet=args.quiet or args.json == "-",
+    )
+    config = DeviceConfig(
+        memory_growth=args.memory_growth,
+        memory_limit_mb=args.memory_limit_mb,
+        precision=args.precision,
+        xla=args.xla,
+        strategy=args.strategy,
+    )
+    with tempfile.TemporaryDirectory(prefix="feedgpu-bench-") as workdir:
+        data = args.data
+        if data is None:
+            if not options.quiet:
+                print("no DATA given: generating and converting a sample image dataset", flush=True)
+            data = make_default_dataset(
+                workdir, images_per_class=args.sample_per_class, quiet=options.quiet
+            )
+        spec = None
+        if args.spec:
+            try:
+                with open(args.spec, encoding="utf-8") as f:
+                    spec = PipelineSpec.from_json(f.read()).with_changes(data_dir=data)
+            except OSError as e:
+                raise UsageError(f"cannot read --spec {args.spec}: {e.strerror}") from e
+        from feedgpu.device import setup_devices
+
+        setup = setup_devices(config)  # before the first tensor
+        report = bench_input(data, options, setup=setup, spec=spec)
+    if args.json == "-":
+        _print_json(report.to_json())
+    else:
+        print(render_report(report))
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(report.to_json(), f, indent=2, sort_keys=True)
+    if args.save_spec:
+        with open(args.save_spec, "w", encoding="utf-8") as f:
+            f.write(report.spec.to_json() + "\n")
+    return 0
+
+
+def _parse_delay(text: str) -> tuple[str, float]:
+    stage, _, ms = text.partition("=")
+    try:
+        return stage, float(ms) / 1000
+    except ValueError:
+        raise UsageError(f"--inject-delay {text!r}: expected STAGE=MS, e.g. decode=5") from None
 
 
 def _print_json(obj: Any) -> None:

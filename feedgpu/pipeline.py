@@ -21,6 +21,7 @@ from typing import Any
 from feedgpu import format as fmt
 from feedgpu import storage
 from feedgpu.errors import DatasetError, UsageError
+from feedgpu.stages import HELD_RECORDS, StageChanges, sleep_elements
 
 logger = logging.getLogger(__name__)
 DTYPES = ("float32", "bfloat16", "float16", "uint8")
@@ -67,6 +68,9 @@ class PipelineSpec:
         drop_remainder: drop the last partial batch (static shapes for XLA).
         deterministic: keep element order reproducible (slower when stages are uneven).
         seed: seeds file order, shuffling and augmentation; None for fresh randomness.
+        repeat: repeat epochs inside the pipeline (after the shuffle, so epochs stay distinct),
+            for `model.fit(steps_per_epoch=...)` and endless loops: the parallel stages and
+            the prefetch buffer then run on across epoch boundaries instead of draining.
         ram_budget_bytes: tf.data autotuning may use this much memory for buffers.
         ignore_errors: skip records that fail to read or parse instead of failing.
         prefetch_to_device: prefetch batches onto the first GPU when there is one.
@@ -99,6 +103,7 @@ class PipelineSpec:
     drop_remainder: bool = False
     deterministic: bool = True
     seed: int | None = None
+    repeat: bool = False
     ram_budget_bytes: int = 2 << 30
     ignore_errors: bool = False
     prefetch_to_device: bool = True
@@ -242,6 +247,11 @@ class PipelineSpec:
             data = json.loads(text)
         except ValueError as e:
             raise UsageError(f"not a PipelineSpec JSON document ({e})") from e
+        if not isinstance(data, dict):
+            raise UsageError("not a PipelineSpec JSON document (expected an object)")
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise UsageError(f"unknown PipelineSpec field(s) in JSON: {', '.join(unknown)}")
         for key in ("image_size", "crop_area", "crop_aspect", "bucket_boundaries"):
             if key in data:
                 data[key] = tuple(data[key])
@@ -326,10 +336,12 @@ def read_dataset(spec: PipelineSpec, input_context: Any = None) -> Any:
     Raises:
         DatasetError: missing split or a tokenizer other than the one the spec names.
     """
-    return _examples(spec, fmt.read_manifest(spec.data_dir), input_context)
+    return _examples(spec, fmt.read_manifest(spec.data_dir), input_context, StageChanges())
 
 
-def _examples(spec: PipelineSpec, manifest: dict[str, Any], input_context: Any) -> Any:
+def _examples(
+    spec: PipelineSpec, manifest: dict[str, Any], input_context: Any, stages: StageChanges
+) -> Any:
     import tensorflow as tf
 
     identity = manifest.get("tokenizer", {}).get("identity")
@@ -361,6 +373,8 @@ def _examples(spec: PipelineSpec, manifest: dict[str, Any], input_context: Any) 
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=spec.deterministic,
     )
+    if "read" in stages.skip:
+        ds = ds.take(HELD_RECORDS).cache().repeat()
     parse_spec = _parse_spec(manifest)
     if spec.ignore_errors:  # one record at a time, so a bad record costs only itself
         ds = ds.map(
@@ -380,21 +394,28 @@ def _examples(spec: PipelineSpec, manifest: dict[str, Any], input_context: Any) 
         )
     if spec.ignore_errors:
         ds = ds.ignore_errors()
+    if "parse" in stages.skip:
+        ds = ds.take(HELD_RECORDS).cache().repeat()
     if spec.cache == "memory":
         ds = ds.cache()
     elif spec.cache:
         ds = ds.cache(spec.cache)
     if spec.shuffle_buffer:
         ds = ds.shuffle(spec.shuffle_buffer, seed=spec.seed, reshuffle_each_iteration=True)
+    if spec.repeat:
+        ds = ds.repeat()
     return ds
 
 
-def build_pipeline(spec: PipelineSpec, input_context: Any = None) -> Any:
+def build_pipeline(
+    spec: PipelineSpec, input_context: Any = None, stages: StageChanges | None = None
+) -> Any:
     """The batched, prefetched `tf.data.Dataset` a spec describes.
 
     Images give (image [B, H, W, 3] of spec.dtype, label [B]); text gives ({"input_ids",
     "attention_mask", ...}, label) or just the dict for unlabelled text. Works as is with
     `model.fit`, and with `strategy.distribute_datasets_from_function` through input_context.
+    `stages` is for measurement only (see StageChanges).
     """
     import tensorflow as tf
 
@@ -402,11 +423,14 @@ def build_pipeline(spec: PipelineSpec, input_context: Any = None) -> Any:
 
     manifest = fmt.read_manifest(spec.data_dir)
     labelled = any(f.kind == "class_label" for f in fmt.features_from_manifest(manifest))
-    ds = _examples(spec, manifest, input_context)
+    stages = stages or StageChanges()
+    ds = _examples(spec, manifest, input_context, stages)
     if spec.kind == "image":
-        ds = image_batches(ds, spec)
+        ds = image_batches(ds, spec, stages)
     else:
         ds = text_batches(ds, spec, labelled, manifest.get("options", {}).get("pack"))
+    if stages.delay("batch"):
+        ds = ds.apply(sleep_elements(stages.delay("batch")))
     if spec.service:
         ds = ds.apply(
             tf.data.experimental.service.distribute(
@@ -420,5 +444,13 @@ def build_pipeline(spec: PipelineSpec, input_context: Any = None) -> Any:
     ds = ds.with_options(options)
     if spec.prefetch_to_device and tf.config.list_logical_devices("GPU"):
         # Overlap the host-to-device copy with the previous step (GPU only; a no-op on CPU).
-        return ds.apply(tf.data.experimental.prefetch_to_device("/gpu:0"))
-    return ds.prefetch(tf.data.AUTOTUNE)
+        ds = ds.apply(tf.data.experimental.prefetch_to_device("/gpu:0"))
+    else:
+        ds = ds.prefetch(tf.data.AUTOTUNE)
+    if stages.delay("stall"):
+        ds = ds.apply(sleep_elements(stages.delay("stall")))
+        # tf.data would otherwise add a prefetch after this last, synchronous stage and hide it.
+        stall = tf.data.Options()
+        stall.experimental_optimization.inject_prefetch = False
+        ds = ds.with_options(stall)
+    return ds

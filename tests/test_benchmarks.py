@@ -58,3 +58,13 @@ def test_bench_pipeline_smoke(tmp_path: Path, capsys) -> None:
     assert result.ours_img_s > 0 and result.tfds_img_s > 0 and result.naive_img_s > 0
     assert result.ours_tok_s > 0 and 0 <= result.waste_bucketed <= result.waste_fixed
     assert capsys.readouterr().out.splitlines()[-1].startswith("images: ours/(a) =")
+
+
+def test_bench_verdict_smoke(capsys) -> None:
+    bench = load("bench_verdict")
+    result = bench.main(
+        ["--images", "64", "--image-size", "32", "--seconds", "1", "--shares", "0,50"]
+    )
+    assert len(result.rows) == 2 and result.rows[1].delay_ms > 0
+    assert result.rows[1].measured_share > result.rows[0].measured_share
+    assert "verdicts right" in capsys.readouterr().out.splitlines()[-1]

@@ -1,0 +1,152 @@
+"""Does bench-input measure the input wait that is really there, and judge it right?
+
+A known stall is injected into the pipeline (a C++ sleep per batch after the prefetch, where
+nothing can hide it: `StageChanges(delay_s=(("stall", d),))`) sized to a grid of shares of the
+step time (0%, 3%, 10%, 30%, 60%), and bench-input's measured input share and verdict are printed
+beside it. The 0% row is the baseline measured in the same run: its compute time sizes the
+stalls, and its own input wait (the real pipeline's, which the stall adds to) gives the expected
+share of each row: (d + w0) / (c + d + w0) per step. Errors are reported against the injected
+share alone and against that expectation; the verdict must match the expectation's.
+Target: worst absolute error <= 2 points; verdict right in every row.
+
+Usage: python benchmarks/bench_verdict.py [--images 1024] [--seconds 5] [--shares 0,3,10,30,60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """One grid point: what was injected, what was expected and what was measured."""
+
+    target_share: float
+    delay_ms: float
+    injected_share: float
+    expected_share: float
+    measured_share: float
+    expected_verdict: str
+    measured_verdict: str
+
+    @property
+    def error_vs_injected(self) -> float:
+        return self.measured_share - self.injected_share
+
+    @property
+    def error_vs_expected(self) -> float:
+        return self.measured_share - self.expected_share
+
+
+@dataclass(frozen=True)
+class VerdictBenchResult:
+    rows: tuple[VerdictRow, ...]
+    worst_error_vs_injected: float
+    worst_error_vs_expected: float
+    verdicts_right: int
+
+
+def main(argv: Sequence[str] | None = None) -> VerdictBenchResult:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--images", type=int, default=1024)
+    parser.add_argument("--image-size", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--shares", default="0,3,10,30,60", help="percent of step time")
+    parser.add_argument("--model", default="small")
+    parser.add_argument("--data", help="keep the generated dataset here")
+    args = parser.parse_args(argv)
+
+    import feedgpu
+    from feedgpu.bench import BenchOptions, bench_input
+    from feedgpu.bench_report import verdict_for
+    from feedgpu.stages import StageChanges
+
+    workdir = args.data or tempfile.mkdtemp(prefix="bench-verdict-")
+    data = os.path.join(workdir, "data")
+    if not os.path.exists(os.path.join(data, "feedgpu.json")):
+        feedgpu.write_sample_images(
+            os.path.join(workdir, "src"), num_classes=4, images_per_class=args.images // 4
+        )
+        feedgpu.convert_images(os.path.join(workdir, "src"), data, quiet=True)
+    shares = [float(s) / 100 for s in args.shares.split(",")]
+    if shares[0] != 0:
+        shares.insert(0, 0.0)
+    size = (args.image_size, args.image_size)
+
+    def run(delay: float) -> feedgpu.BenchReport:
+        stages = StageChanges(delay_s=(("stall", delay),)) if delay else StageChanges()
+        options = BenchOptions(
+            model=args.model,
+            seconds=args.seconds,
+            ablation="never",
+            quiet=True,
+            overrides={"image_size": size, "cache": "memory"},
+            stages=stages,
+        )
+        return bench_input(data, options)
+
+    base = run(0.0)
+    e = base.end_to_end
+    steps_s = e.num_steps * base.batch_size / e.examples_per_s
+    wait0 = e.input_share * steps_s / e.num_steps  # mean real input wait per step
+    compute = steps_s / e.num_steps - wait0  # mean compute per step
+    rows = []
+    for target in shares:
+        delay = target / (1 - target) * compute
+        report = base if target == 0 else run(delay)
+        r = report.end_to_end
+        total_s = r.num_steps * report.batch_size / r.examples_per_s
+        injected = delay * r.num_steps / total_s
+        expected = (delay + wait0) / (compute + delay + wait0)
+        rows.append(
+            VerdictRow(
+                target_share=target,
+                delay_ms=1000 * delay,
+                injected_share=injected,
+                expected_share=expected,
+                measured_share=r.input_share,
+                expected_verdict=verdict_for(expected),
+                measured_verdict=report.verdict,
+            )
+        )
+    if not args.data:
+        shutil.rmtree(workdir, ignore_errors=True)
+    result = VerdictBenchResult(
+        rows=tuple(rows),
+        worst_error_vs_injected=max(abs(r.error_vs_injected) for r in rows),
+        worst_error_vs_expected=max(abs(r.error_vs_expected) for r in rows),
+        verdicts_right=sum(r.expected_verdict == r.measured_verdict for r in rows),
+    )
+    print(
+        f"model {base.model}, batch {base.batch_size}, {args.image_size}px, "
+        f"compute {1000 * compute:.1f} ms/step, real input wait {1000 * wait0:.2f} ms/step"
+    )
+    print(
+        f"{'target':>7} {'delay ms':>9} {'injected':>9} {'expected':>9} {'measured':>9} "
+        f"{'err(inj)':>9} {'err(exp)':>9}  verdict (expected / measured)"
+    )
+    for r in rows:
+        mark = "ok" if r.expected_verdict == r.measured_verdict else "WRONG"
+        print(
+            f"{r.target_share:>7.0%} {r.delay_ms:>9.2f} {r.injected_share:>9.1%} "
+            f"{r.expected_share:>9.1%} {r.measured_share:>9.1%} "
+            f"{100 * r.error_vs_injected:>+9.1f} {100 * r.error_vs_expected:>+9.1f}  "
+            f"{r.expected_verdict} / {r.measured_verdict} {mark}"
+        )
+    print(json.dumps({**asdict(result), "rows": [asdict(r) for r in rows]}))
+    print(
+        f"verdicts right {result.verdicts_right}/{len(rows)}; worst error "
+        f"{100 * result.worst_error_vs_expected:.1f} points vs expected, "
+        f"{100 * result.worst_error_vs_injected:.1f} vs injected alone (target <= 2)"
+    )
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""Which input stage costs most: each made free in turn, and each setting worth trying, measured.
+
+Stages are made free one at a time (feedgpu.stages.StageChanges) and the pipeline's rate
+measured alone; a stage's cost is the host time per example that making it free saves. Reading
+and parsing nest ("parse" free means the parsed examples repeat from memory, so reading is free
+too): parse's own cost is the difference between the two. Settings (cache, determinism) are
+real spec changes, so the best of them is a spec the user can keep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from feedgpu.pipeline import PipelineSpec
+from feedgpu.stages import SKIPPABLE_STAGES, StageChanges
+
+# A stage is named only if making it free saves at least this share of the host time.
+MIN_SHARE_NAMED = 0.10
+# A setting replaces the measured spec only if it is at least this much faster (noise guard).
+MIN_SPEEDUP_KEPT = 1.15
+
+ADVICE = {
+    "read": "reading shard files costs most: put the shards on local SSD, raise cycle_length, "
+    "or cache='memory' when the split fits in RAM",
+    "parse": "parsing records costs most: cache='memory' (it caches parsed examples), or store "
+    "fewer features",
+    "decode": "JPEG decoding costs most: re-convert with --max-size near the model's input size "
+    "(decode cost grows with pixels), or add host cores / tf.data service workers",
+    "augment": "augmentation costs most: move it into the model (Keras preprocessing layers run "
+    "on the accelerator) or make it simpler",
+}
+
+
+@dataclass(frozen=True)
+class AblationRow:
+    """One variant of the pipeline, measured alone.
+
+    Attributes:
+        variant: what changed, e.g. "decode free" or "cache='memory'".
+        stage: the stage made free (None for a setting).
+        examples_per_s: the variant's rate.
+        speedup: rate over the baseline measured in the same ablation.
+        saved_ms_per_example: host time per example the free stage saves (stages only).
+    """
+
+    variant: str
+    stage: str | None
+    examples_per_s: float
+    speedup: float
+    saved_ms_per_example: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "variant": self.variant,
+            "stage": self.stage,
+            "examples_per_s": round(self.examples_per_s, 2),
+            "speedup": round(self.speedup, 3),
+            "saved_ms_per_example": None
+            if self.saved_ms_per_example is None
+            else round(self.saved_ms_per_example, 4),
+        }
+
+
+@dataclass(frozen=True)
+class AblationResult:
+    """Rows, the stage named (or None) and what to change, and the best measured spec.
+
+    Attributes:
+        baseline_examples_per_s: the unchanged pipeline, measured alongside the variants.
+        rows: one per variant.
+        bottleneck: the stage costing most, when one costs at least MIN_SHARE_NAMED.
+        advice: what to change, one line each.
+        best_spec: the fastest spec among the baseline and the settings tried.
+    """
+
+    baseline_examples_per_s: float
+    rows: tuple[AblationRow, ...]
+    bottleneck: str | None
+    advice: tuple[str, ...]
+    best_spec: PipelineSpec
+
+
+def setting_variants(spec: PipelineSpec, split_bytes: int) -> list[tuple[str, dict[str, Any]]]:
+    """Spec changes worth measuring for this spec: each could be kept as is."""
+    variants: list[tuple[str, dict[str, Any]]] = []
+    if spec.cache is None and split_bytes <= spec.ram_budget_bytes // 2:
+        variants.append(("cache='memory'", {"cache": "memory"}))
+    if spec.deterministic:
+        variants.append(("deterministic=False", {"deterministic": False}))
+    return variants
+
+
+def run_ablation(
+    spec: PipelineSpec,
+    stages: StageChanges,
+    measure: Callable[[PipelineSpec, StageChanges], float],
+    split_bytes: int,
+) -> AblationResult:
+    """Measure the baseline, each free stage and each setting with `measure` (examples/s)."""
+    base = measure(spec, stages)
+    rows: list[AblationRow] = []
+    rates: dict[str, float] = {}
+    for stage in SKIPPABLE_STAGES[spec.kind]:
+        if stage == "augment" and not spec.training:
+            continue
+        rate = measure(spec, StageChanges(stages.skip | {stage}, stages.delay_s))
+        rates[stage] = rate
+    for stage, rate in rates.items():
+        # "parse" free also frees reading: its own cost is measured against "read" free.
+        before = rates.get("read", base) if stage == "parse" else base
+        saved = 1000 * (1 / before - 1 / rate) if before and rate else 0.0
+        label = "read+parse free" if stage == "parse" else f"{stage} free"
+        rows.append(AblationRow(label, stage, rate, rate / base if base else 0.0, saved))
+    best_spec, best_rate = spec, base
+    for label, changes in setting_variants(spec, split_bytes):
+        variant = spec.with_changes(**changes)
+        rate = measure(variant, stages)
+        rows.append(AblationRow(label, None, rate, rate / base if base else 0.0))
+        if rate >= best_rate * MIN_SPEEDUP_KEPT:
+            best_spec, best_rate = variant, rate
+    host_ms = 1000 / base if base else 0.0
+    costly = [r for r in rows if r.saved_ms_per_example is not None]
+    top = max(costly, key=lambda r: r.saved_ms_per_example or 0.0, default=None)
+    bottleneck = None
+    advice: list[str] = []
+    if top and host_ms and (top.saved_ms_per_example or 0.0) >= MIN_SHARE_NAMED * host_ms:
+        bottleneck = top.stage
+        share = (top.saved_ms_per_example or 0.0) / host_ms
+        advice.append(f"{ADVICE[top.stage or '']} (it takes {share:.0%} of the pipeline's time)")
+    for row in rows:
+        if row.stage is None and row.speedup >= MIN_SPEEDUP_KEPT:
+            advice.append(f"set {row.variant}: {row.speedup:.2f}x examples/s measured")
+    if not advice:
+        advice.append(
+            "no single stage dominates: add host cores or tf.data service workers, "
+            "or use a larger model per example"
+        )
+    return AblationResult(base, tuple(rows), bottleneck, tuple(advice), best_spec)

@@ -1,0 +1,402 @@
+"""What `bench-input` reports: the measured rates, the verdict, and the report as text and JSON.
+
+The JSON form follows BENCH_REPORT_SCHEMA (a JSON Schema, also printed by
+`feedgpu bench-input --print-schema`), so other tools can rely on its fields.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from feedgpu.ablation import AblationResult
+from feedgpu.consumer import StepTimes
+from feedgpu.device import DeviceSetup
+from feedgpu.pipeline import PipelineSpec
+
+SATURATED_SHARE = 0.05  # the TF Profiler's input-bound thresholds
+HIGHLY_SHARE = 0.20
+SCHEMA_ID = "feedgpu.bench-input/1"
+
+
+@dataclass(frozen=True)
+class PipelineRate:
+    """The pipeline alone: how fast it delivers with nothing consuming.
+
+    Attributes:
+        first_batch_s: from creating the iterator to the first batch (start-up latency).
+        examples_per_s: steady state, after warm-up.
+        batches_per_s: steady state.
+        host_cpu_ms_per_example: process CPU time per example while it ran.
+        num_batches: batches timed.
+    """
+
+    first_batch_s: float
+    examples_per_s: float
+    batches_per_s: float
+    host_cpu_ms_per_example: float
+    num_batches: int
+
+
+@dataclass(frozen=True)
+class StepRate:
+    """The model consuming batches (the ceiling: resident batches; end to end: the pipeline).
+
+    Attributes:
+        examples_per_s: examples over the total of timed step times.
+        step_ms_median: median step time (input wait included).
+        step_ms_p90: 90th percentile step time.
+        wait_ms_median: median time blocked waiting for a batch.
+        input_share: input wait over step time, summed over the timed steps.
+        num_steps: timed steps.
+        warmup_steps: untimed steps (first steps and compiling shapes).
+        loss_first: loss of the first timed step.
+        loss_last: loss of the last timed step (lower: the model really trains).
+    """
+
+    examples_per_s: float
+    step_ms_median: float
+    step_ms_p90: float
+    wait_ms_median: float
+    input_share: float
+    num_steps: int
+    warmup_steps: int
+    loss_first: float | None
+    loss_last: float | None
+
+    @classmethod
+    def from_times(cls, times: StepTimes) -> StepRate:
+        waits = sorted(times.wait_s)
+        return cls(
+            examples_per_s=times.examples_per_s,
+            step_ms_median=times.step_ms(0.5),
+            step_ms_p90=times.step_ms(0.9),
+            wait_ms_median=1000 * waits[len(waits) // 2] if waits else 0.0,
+            input_share=times.input_share,
+            num_steps=len(times.wait_s),
+            warmup_steps=times.warmup_steps,
+            loss_first=times.losses[0] if times.losses else None,
+            loss_last=times.losses[-1] if times.losses else None,
+        )
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    """Host capacity needed to keep the model at its ceiling, from the measured host cost.
+
+    Attributes:
+        host_cpu_ms_per_example: CPU time the pipeline spends per example.
+        cores_needed: cores that, fully busy, deliver the ceiling's examples/s.
+        host_cores: cores on this host.
+        hosts_needed: hosts (or tf.data service workers) of this size that deliver it.
+    """
+
+    host_cpu_ms_per_example: float
+    cores_needed: float
+    host_cores: int
+    hosts_needed: int
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    """Everything `bench-input` measured and concluded; `to_json` follows BENCH_REPORT_SCHEMA."""
+
+    data_dir: str
+    split: str
+    kind: str
+    model: str
+    batch_size: int
+    accumulate: int
+    device: DeviceSetup
+    pipeline: PipelineRate
+    ceiling: StepRate
+    end_to_end: StepRate
+    gpu_utilization: float | None
+    gpu_note: str | None
+    ablation: AblationResult | None
+    capacity: CapacityPlan
+    spec: PipelineSpec
+    profile_dir: str | None
+    seconds: float
+
+    @property
+    def input_share(self) -> float:
+        return self.end_to_end.input_share
+
+    @property
+    def fraction_of_ceiling(self) -> float:
+        ceiling = self.ceiling.examples_per_s
+        return self.end_to_end.examples_per_s / ceiling if ceiling else 0.0
+
+    @property
+    def verdict(self) -> str:
+        return verdict_for(self.input_share)
+
+    def to_json(self) -> dict[str, Any]:
+        def rounded(obj: Any) -> dict[str, Any]:
+            return {k: round(v, 4) if isinstance(v, float) else v for k, v in obj.__dict__.items()}
+
+        return {
+            "schema": SCHEMA_ID,
+            "data_dir": self.data_dir,
+            "split": self.split,
+            "kind": self.kind,
+            "model": self.model,
+            "batch_size": self.batch_size,
+            "accumulate": self.accumulate,
+            "device": self.device.to_json(),
+            "pipeline": rounded(self.pipeline),
+            "ceiling": rounded(self.ceiling),
+            "end_to_end": rounded(self.end_to_end),
+            "input_share": round(self.input_share, 4),
+            "fraction_of_ceiling": round(self.fraction_of_ceiling, 4),
+            "verdict": self.verdict,
+            "gpu_utilization": self.gpu_utilization,
+            "gpu_note": self.gpu_note,
+            "ablation": None
+            if self.ablation is None
+            else {
+                "baseline_examples_per_s": round(self.ablation.baseline_examples_per_s, 2),
+                "rows": [r.to_json() for r in self.ablation.rows],
+                "bottleneck": self.ablation.bottleneck,
+                "advice": list(self.ablation.advice),
+            },
+            "capacity": rounded(self.capacity),
+            "spec": json_spec(self.spec),
+            "profile_dir": self.profile_dir,
+            "seconds_per_phase": self.seconds,
+        }
+
+
+def json_spec(spec: PipelineSpec) -> dict[str, Any]:
+    return dict(json.loads(spec.to_json()))
+
+
+def verdict_for(input_share: float) -> str:
+    """The TF Profiler's classification of a step-time input share."""
+    if input_share < SATURATED_SHARE:
+        return "saturated"
+    if input_share < HIGHLY_SHARE:
+        return "moderately input-bound"
+    return "highly input-bound"
+
+
+# Slower steps end to end than on resident batches, with little input wait, mean the pipeline
+# and the model compete for the host (measured here: 1.3-1.4x on a 2-core CPU-only host).
+CONTENTION_SLOWDOWN = 1.15
+
+
+def render_report(report: BenchReport) -> str:
+    """The report as a readable table with the verdict, the reasons and what to change."""
+    device = report.device
+    xla = "XLA" if device.xla else "no XLA"
+    lines = [
+        f"bench-input: {report.model} on {device.device_type} ({device.precision}, {xla}, "
+        f"{device.num_replicas} replica(s)); batch {report.batch_size}"
+        + (f" in {report.accumulate} micro-batches" if report.accumulate > 1 else "")
+        + f"; {report.data_dir} [{report.split}]",
+        f"  {'phase':<18}{'examples/s':>12}  {'step ms p50 / p90':>18}  {'input wait':>10}",
+    ]
+    p, c, e = report.pipeline, report.ceiling, report.end_to_end
+    lines.append(
+        f"  {'pipeline alone':<18}{p.examples_per_s:>12.1f}  "
+        f"{'first batch ' + format(p.first_batch_s, '.2f') + ' s':>18}"
+    )
+    for name, rate in (("compute ceiling", c), ("end to end", e)):
+        steps = f"{rate.step_ms_median:.1f} / {rate.step_ms_p90:.1f}"
+        wait = f"{rate.input_share:.1%}" if rate is e else ""
+        lines.append(f"  {name:<18}{rate.examples_per_s:>12.1f}  {steps:>18}  {wait:>10}")
+    bound = (
+        "< 5%"
+        if report.verdict == "saturated"
+        else ("5-20%" if report.verdict.startswith("moderately") else ">= 20%")
+    )
+    lines.append(
+        f"verdict: {report.verdict}: input wait is {report.input_share:.1%} of step time "
+        f"({bound}); end to end runs at {report.fraction_of_ceiling:.0%} of the compute ceiling"
+    )
+    compute_ms = e.step_ms_median - e.wait_ms_median
+    if c.step_ms_median and compute_ms > CONTENTION_SLOWDOWN * c.step_ms_median:
+        lines.append(
+            f"note: steps compute {compute_ms / c.step_ms_median:.2f}x slower end to end than on "
+            "resident batches: the pipeline competes with the model for the host"
+            + (" (expected on a CPU-only host)" if device.device_type == "CPU" else "")
+        )
+    if p.examples_per_s < c.examples_per_s:
+        lines.append(
+            f"the pipeline alone delivers {p.examples_per_s / c.examples_per_s:.0%} of what the "
+            "model can consume"
+        )
+    plan = report.capacity
+    lines.append(
+        f"capacity: the pipeline costs {plan.host_cpu_ms_per_example:.2f} ms of host CPU per "
+        f"example; feeding the ceiling ({c.examples_per_s:.0f} examples/s) takes "
+        f"{plan.cores_needed:.2f} cores (this host has {plan.host_cores})"
+        + (
+            f": {plan.hosts_needed} hosts or tf.data service workers of this size"
+            if plan.hosts_needed > 1
+            else ""
+        )
+    )
+    if report.gpu_utilization is not None:
+        lines.append(f"GPU utilisation (NVML) end to end: {report.gpu_utilization:.0%}")
+    elif device.device_type == "GPU":
+        lines.append(f"GPU utilisation: not sampled ({report.gpu_note})")
+    if report.ablation:
+        a = report.ablation
+        lines.append("ablation (pipeline alone; each stage made free in turn):")
+        lines.append(f"  {'baseline':<22}{a.baseline_examples_per_s:>12.1f}")
+        for row in a.rows:
+            saved = (
+                f"  saves {row.saved_ms_per_example:.3f} ms/example"
+                if row.saved_ms_per_example is not None
+                else ""
+            )
+            lines.append(
+                f"  {row.variant:<22}{row.examples_per_s:>12.1f}  {row.speedup:>5.2f}x{saved}"
+            )
+        lines.extend(f"to change: {line}" for line in a.advice)
+    if report.profile_dir:
+        lines.append(f"profile: tensorboard --logdir {report.profile_dir} (Profile tab)")
+    lines.extend(f"note: {note}" for note in device.notes)
+    return "\n".join(lines)
+
+
+_RATE = {"type": "number", "minimum": 0}
+_STEPS = {
+    "type": "object",
+    "required": [
+        "examples_per_s",
+        "step_ms_median",
+        "step_ms_p90",
+        "wait_ms_median",
+        "input_share",
+        "num_steps",
+        "warmup_steps",
+        "loss_first",
+        "loss_last",
+    ],
+    "properties": {
+        "examples_per_s": _RATE,
+        "step_ms_median": _RATE,
+        "step_ms_p90": _RATE,
+        "wait_ms_median": _RATE,
+        "input_share": {"type": "number", "minimum": 0, "maximum": 1},
+        "num_steps": {"type": "integer", "minimum": 0},
+        "warmup_steps": {"type": "integer", "minimum": 0},
+        "loss_first": {"type": ["number", "null"]},
+        "loss_last": {"type": ["number", "null"]},
+    },
+}
+BENCH_REPORT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": SCHEMA_ID,
+    "title": "feedgpu bench-input report",
+    "type": "object",
+    "required": [
+        "schema",
+        "data_dir",
+        "split",
+        "kind",
+        "model",
+        "batch_size",
+        "device",
+        "pipeline",
+        "ceiling",
+        "end_to_end",
+        "input_share",
+        "fraction_of_ceiling",
+        "verdict",
+        "ablation",
+        "capacity",
+        "spec",
+    ],
+    "properties": {
+        "schema": {"const": SCHEMA_ID},
+        "data_dir": {"type": "string"},
+        "split": {"type": "string"},
+        "kind": {"enum": ["image", "text"]},
+        "model": {"type": "string"},
+        "batch_size": {"type": "integer", "minimum": 1},
+        "accumulate": {"type": "integer", "minimum": 1},
+        "device": {
+            "type": "object",
+            "required": ["device_type", "precision", "xla", "strategy", "num_replicas"],
+            "properties": {
+                "device_type": {"enum": ["CPU", "GPU"]},
+                "gpus": {"type": "array", "items": {"type": "string"}},
+                "precision": {"enum": ["float32", "mixed_float16", "mixed_bfloat16"]},
+                "xla": {"type": "boolean"},
+                "strategy": {"type": "string"},
+                "num_replicas": {"type": "integer", "minimum": 1},
+                "notes": {"type": "array", "items": {"type": "string"}},
+            },
+        },
+        "pipeline": {
+            "type": "object",
+            "required": [
+                "first_batch_s",
+                "examples_per_s",
+                "batches_per_s",
+                "host_cpu_ms_per_example",
+                "num_batches",
+            ],
+            "properties": {
+                "first_batch_s": _RATE,
+                "examples_per_s": _RATE,
+                "batches_per_s": _RATE,
+                "host_cpu_ms_per_example": _RATE,
+                "num_batches": {"type": "integer", "minimum": 1},
+            },
+        },
+        "ceiling": _STEPS,
+        "end_to_end": _STEPS,
+        "input_share": {"type": "number", "minimum": 0, "maximum": 1},
+        "fraction_of_ceiling": _RATE,
+        "verdict": {"enum": ["saturated", "moderately input-bound", "highly input-bound"]},
+        "gpu_utilization": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+        "gpu_note": {"type": ["string", "null"]},
+        "ablation": {
+            "oneOf": [
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "required": ["baseline_examples_per_s", "rows", "bottleneck", "advice"],
+                    "properties": {
+                        "baseline_examples_per_s": _RATE,
+                        "rows": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "required": ["variant", "stage", "examples_per_s", "speedup"],
+                                "properties": {
+                                    "variant": {"type": "string"},
+                                    "stage": {"enum": [None, "read", "parse", "decode", "augment"]},
+                                    "examples_per_s": _RATE,
+                                    "speedup": _RATE,
+                                    "saved_ms_per_example": {"type": ["number", "null"]},
+                                },
+                            },
+                        },
+                        "bottleneck": {"enum": [None, "read", "parse", "decode", "augment"]},
+                        "advice": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                    },
+                },
+            ]
+        },
+        "capacity": {
+            "type": "object",
+            "required": ["host_cpu_ms_per_example", "cores_needed", "host_cores", "hosts_needed"],
+            "properties": {
+                "host_cpu_ms_per_example": _RATE,
+                "cores_needed": _RATE,
+                "host_cores": {"type": "integer", "minimum": 1},
+                "hosts_needed": {"type": "integer", "minimum": 1},
+            },
+        },
+        "spec": {"type": "object", "required": ["data_dir", "batch_size", "kind"]},
+        "profile_dir": {"type": ["string", "null"]},
+        "seconds_per_phase": _RATE,
+    },
+}

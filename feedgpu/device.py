@@ -1,0 +1,191 @@
+"""Accelerator set-up: GPU memory policy, mixed precision, XLA and the distribution strategy.
+
+The seeds' advice, made safe: memory growth (or a hard limit) must be set before TensorFlow
+creates its first tensor, so `setup_devices` checks that and says so in one line instead of
+TensorFlow's RuntimeError; precision, XLA and strategy are resolved for the hardware found, and
+fall back to float32 on one CPU when there is no GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from feedgpu.errors import FeedgpuError, UsageError
+
+logger = logging.getLogger(__name__)
+PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+STRATEGIES = ("auto", "default", "mirrored")
+
+
+class DeviceSetupError(FeedgpuError, RuntimeError):
+    """GPU settings requested after TensorFlow already initialised its devices."""
+
+
+@dataclass(frozen=True)
+class DeviceConfig:
+    """What the user asks of the accelerators.
+
+    Attributes:
+        memory_growth: let each GPU's memory grow on demand instead of taking it all at start
+            (other processes, e.g. a second experiment or TensorBoard, can share the GPU).
+        memory_limit_mb: instead, a hard per-GPU limit (one logical device of this size).
+        precision: "auto" picks mixed_float16 on GPUs of compute capability 7.0 or newer
+            (tensor cores), mixed_bfloat16 on CPUs with AMX bfloat16 units, float32
+            elsewhere; or name a Keras dtype policy explicitly.
+        xla: compile the train step with XLA (`jit_compile=True`).
+        strategy: "auto" mirrors over several GPUs and uses the default strategy otherwise.
+    """
+
+    memory_growth: bool = True
+    memory_limit_mb: int | None = None
+    precision: str = "auto"
+    xla: bool = True
+    strategy: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise UsageError(f"precision {self.precision!r}: choose one of {', '.join(PRECISIONS)}")
+        if self.strategy not in STRATEGIES:
+            raise UsageError(f"strategy {self.strategy!r}: choose one of {', '.join(STRATEGIES)}")
+        if self.memory_limit_mb is not None and self.memory_limit_mb < 1:
+            raise UsageError(f"memory_limit_mb {self.memory_limit_mb}: must be at least 1")
+
+
+@dataclass(frozen=True)
+class DeviceSetup:
+    """The devices found and the decisions taken for them.
+
+    Attributes:
+        device_type: "GPU" or "CPU": where the model runs.
+        gpus: names of the GPUs found (empty on a CPU-only host).
+        compute_capability: of the first GPU, (major, minor), when TensorFlow reports it.
+        precision: the Keras dtype policy models should use.
+        xla: whether the train step is compiled with XLA.
+        strategy: the `tf.distribute.Strategy` to build models and input under.
+        notes: what was not applied and why (e.g. memory growth with no GPU).
+    """
+
+    device_type: str
+    gpus: tuple[str, ...]
+    compute_capability: tuple[int, int] | None
+    precision: str
+    xla: bool
+    strategy: Any
+    notes: tuple[str, ...] = ()
+
+    @property
+    def num_replicas(self) -> int:
+        return int(self.strategy.num_replicas_in_sync)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "device_type": self.device_type,
+            "gpus": list(self.gpus),
+            "compute_capability": list(self.compute_capability)
+            if self.compute_capability
+            else None,
+            "precision": self.precision,
+            "xla": self.xla,
+            "strategy": type(self.strategy).__name__,
+            "num_replicas": self.num_replicas,
+            "notes": list(self.notes),
+        }
+
+
+def tensorflow_initialized() -> bool:
+    """Whether TensorFlow has created its runtime (after which devices cannot be changed)."""
+    import sys
+
+    if "tensorflow" not in sys.modules:
+        return False
+    from tensorflow.python.eager import context  # the only place this state is visible
+
+    return context.context()._context_handle is not None
+
+
+def setup_devices(config: DeviceConfig | None = None) -> DeviceSetup:
+    """Apply the GPU memory policy, then resolve precision, XLA and strategy.
+
+    Call it first, before any tensor exists. It checks that on every host, a CPU-only one
+    included, so a script that works on a laptop does not fail only on the GPU cluster.
+
+    Raises:
+        DeviceSetupError: TensorFlow already initialised its devices.
+    """
+    import tensorflow as tf
+
+    config = config or DeviceConfig()
+    if (config.memory_growth or config.memory_limit_mb) and tensorflow_initialized():
+        raise DeviceSetupError(
+            "GPU memory settings must be applied before TensorFlow creates its first tensor, "
+            "and it already has: call feedgpu.setup_devices() at the start of the program "
+            "(or use resolve_devices() to keep the current settings)"
+        )
+    notes = []
+    gpus = tf.config.list_physical_devices("GPU")
+    try:
+        for gpu in gpus:
+            if config.memory_limit_mb:
+                tf.config.set_logical_device_configuration(
+                    gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=config.memory_limit_mb)]
+                )
+            elif config.memory_growth:
+                tf.config.experimental.set_memory_growth(gpu, True)
+    except RuntimeError as e:  # initialised by another thread between the check and here
+        raise DeviceSetupError(f"GPU memory settings could not be applied: {e}") from e
+    if not gpus and (config.memory_limit_mb or config.memory_growth):
+        notes.append("no GPU: memory growth and limits do not apply")
+    return resolve_devices(config, notes=tuple(notes))
+
+
+def resolve_devices(config: DeviceConfig | None = None, notes: tuple[str, ...] = ()) -> DeviceSetup:
+    """Precision, XLA and strategy for the devices TensorFlow sees; changes no device state."""
+    import tensorflow as tf
+
+    config = config or DeviceConfig()
+    notes_list = list(notes)
+    gpus = tf.config.list_logical_devices("GPU")
+    capability = None
+    if gpus:
+        details = tf.config.experimental.get_device_details(
+            tf.config.list_physical_devices("GPU")[0]
+        )
+        capability = details.get("compute_capability")
+    precision = config.precision
+    if precision == "auto":
+        if capability and tuple(capability) >= (7, 0):
+            precision = "mixed_float16"  # tensor cores: float16 matmuls with float32 weights
+        elif not gpus and _cpu_has_amx_bf16():
+            precision = "mixed_bfloat16"  # AMX tiles: bfloat16 matmuls are the fast path
+            notes_list.append("mixed_bfloat16: this CPU has AMX bfloat16 units")
+        else:
+            precision = "float32"
+            notes_list.append(
+                "float32: "
+                + ("no GPU" if not gpus else f"compute capability {capability} has no tensor cores")
+            )
+    elif precision != "float32" and not gpus:
+        notes_list.append(f"{precision} on CPU: correct, but usually slower than float32")
+    if config.strategy == "mirrored" or (config.strategy == "auto" and len(gpus) > 1):
+        strategy = tf.distribute.MirroredStrategy()
+    else:
+        strategy = tf.distribute.get_strategy()
+    return DeviceSetup(
+        device_type="GPU" if gpus else "CPU",
+        gpus=tuple(g.name for g in gpus),
+        compute_capability=tuple(capability) if capability else None,
+        precision=precision,
+        xla=config.xla,
+        strategy=strategy,
+        notes=tuple(notes_list),
+    )
+
+
+def _cpu_has_amx_bf16() -> bool:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            return any(line.startswith("flags") and " amx_bf16" in line for line in f)
+    except OSError:
+        return False

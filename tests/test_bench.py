@@ -1,0 +1,252 @@
+"""bench-input, the consumer loop and device set-up, on CPU with small generated data."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import feedgpu
+from feedgpu.ablation import run_ablation
+from feedgpu.bench import BenchOptions, bench_input
+from feedgpu.bench_report import BENCH_REPORT_SCHEMA, render_report, verdict_for
+from feedgpu.cli import main
+from feedgpu.consumer import build_workload, compute_gradients, make_train_step
+from feedgpu.device import DeviceConfig, DeviceSetupError, resolve_devices, setup_devices
+from feedgpu.gpu_monitor import GpuMonitor
+from feedgpu.pipeline import PipelineSpec
+from feedgpu.samples import write_sample_images
+from feedgpu.stages import StageChanges
+
+# Small images and a memory cache: the pipeline's own cost is small next to the model's.
+QUICK = {"seconds": 2.0, "ablation_seconds": 1.0, "quiet": True}
+SMALL = {"image_size": (32, 32), "cache": "memory"}
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("bench")
+    write_sample_images(
+        str(root / "src"), num_classes=4, images_per_class=64, sizes=((96, 72), (72, 96))
+    )
+    out = root / "data"
+    feedgpu.convert_images(
+        str(root / "src"), str(out), feedgpu.ImageOptions(num_shards=4), quiet=True
+    )
+    return str(out)
+
+
+def test_verdict_uses_the_profiler_thresholds() -> None:
+    assert verdict_for(0.0) == verdict_for(0.0499) == "saturated"
+    assert verdict_for(0.05) == verdict_for(0.1999) == "moderately input-bound"
+    assert verdict_for(0.2) == verdict_for(0.9) == "highly input-bound"
+
+
+def test_ablation_names_the_stage_that_saves_most_and_keeps_a_faster_setting() -> None:
+    spec = PipelineSpec(data_dir="unused", training=True, kind="image")
+    # host ms per example: read 1, parse 1, decode 6, augment 2 (10 in all); cache halves it
+    cost = {"read": 1.0, "parse": 1.0, "decode": 6.0, "augment": 2.0}
+
+    def measure(variant: PipelineSpec, stages: StageChanges) -> float:
+        free = set(stages.skip) | ({"read"} if "parse" in stages.skip else set())
+        ms = sum(v for k, v in cost.items() if k not in free)
+        return 1000 / (ms / 2 if variant.cache == "memory" else ms)
+
+    result = run_ablation(spec, StageChanges(), measure, split_bytes=1000)
+    saved = {r.stage: r.saved_ms_per_example for r in result.rows if r.stage}
+    assert saved == pytest.approx({"read": 1.0, "parse": 1.0, "decode": 6.0, "augment": 2.0})
+    assert result.bottleneck == "decode"
+    assert result.advice[0].startswith("JPEG decoding costs most") and "60%" in result.advice[0]
+    assert result.best_spec.cache == "memory"  # 2x faster: kept
+    assert any("cache='memory'" in a for a in result.advice)
+
+
+def test_cpu_set_up_degrades_to_float32_one_replica() -> None:
+    setup = resolve_devices(DeviceConfig())
+    assert (setup.device_type, setup.precision, setup.num_replicas) == ("CPU", "float32", 1)
+    assert setup.gpus == () and any("no GPU" in n for n in setup.notes)
+    forced = resolve_devices(DeviceConfig(precision="mixed_float16", xla=False))
+    assert forced.precision == "mixed_float16" and not forced.xla
+    assert any("slower than float32" in n for n in forced.notes)
+    with pytest.raises(feedgpu.UsageError, match="precision 'half'"):
+        DeviceConfig(precision="half")
+
+
+def test_device_set_up_after_the_first_tensor_raises_a_clear_error() -> None:
+    import tensorflow as tf
+
+    tf.constant(1.0)
+    with pytest.raises(DeviceSetupError, match="before TensorFlow creates its first tensor"):
+        setup_devices(DeviceConfig(memory_growth=True))
+    assert setup_devices(DeviceConfig(memory_growth=False)).device_type == "CPU"
+
+
+def test_device_set_up_first_thing_in_a_fresh_process() -> None:
+    code = (
+        "import json, feedgpu;"
+        "s = feedgpu.setup_devices(feedgpu.DeviceConfig(memory_limit_mb=512));"
+        "import tensorflow as tf; tf.constant(1.0); print(json.dumps(s.to_json()))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
+    )
+    info = json.loads(done.stdout.strip().splitlines()[-1])
+    assert info["device_type"] == "CPU" and info["precision"] == "float32"
+    assert "no GPU: memory growth and limits do not apply" in info["notes"]
+
+
+def test_gpu_monitor_reports_why_it_has_no_number() -> None:
+    with GpuMonitor(enabled=False) as off:
+        pass
+    assert off.utilization is None and off.unavailable == "no GPU"
+    with GpuMonitor(interval_s=0.01) as probe:  # nvidia-ml-py is installed; no driver here
+        pass
+    assert probe.utilization is None and "NVML" in str(probe.unavailable)
+
+
+def test_accumulated_gradients_equal_one_big_batch_and_the_step_trains() -> None:
+    import numpy as np
+    import tensorflow as tf
+
+    setup = resolve_devices(DeviceConfig(xla=True))
+    rng = np.random.default_rng(0)
+    ids = tf.constant(rng.integers(1, 50, (8, 12)), tf.int64)
+    features = {"input_ids": ids, "attention_mask": tf.ones_like(ids)}
+    labels = tf.constant([0, 1] * 4)
+    work = build_workload("text", "small", setup, num_classes=2, vocab_size=50, max_length=12)
+    whole = tf.function(lambda: compute_gradients(work, features, labels, 1), jit_compile=True)
+    split = tf.function(lambda: compute_gradients(work, features, labels, 4), jit_compile=True)
+    (loss1, grads1), (loss4, grads4) = whole(), split()
+    assert float(loss1) == pytest.approx(float(loss4), rel=1e-5)
+    for a, b in zip(grads1, grads4, strict=True):
+        np.testing.assert_allclose(tf.convert_to_tensor(a), tf.convert_to_tensor(b), atol=1e-6)
+    step = make_train_step(work, setup, accumulate=4)
+    losses = [float(step((features, labels))) for _ in range(4)]
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+def test_mixed_float16_trains_with_loss_scaling_on_cpu() -> None:
+    import tensorflow as tf
+
+    setup = resolve_devices(DeviceConfig(precision="mixed_float16"))
+    work = build_workload("image", "small", setup, num_classes=3, image_size=(32, 32))
+    assert work.model.layers[-1].compute_dtype == "float32"  # the output stays float32
+    assert work.model.layers[2].compute_dtype == "float16"
+    step = make_train_step(work, setup)
+    batch = (tf.random.uniform([4, 32, 32, 3], 0, 255), tf.constant([0, 1, 2, 0]))
+    assert all(tf.math.is_finite(step(batch)) for _ in range(2))
+
+
+def test_fast_pipeline_and_heavy_model_is_saturated(images: str) -> None:
+    report = bench_input(
+        images, BenchOptions(model="medium", ablation="never", overrides=SMALL, **QUICK)
+    )
+    assert report.verdict == "saturated", render_report(report)
+    assert report.pipeline.examples_per_s > report.ceiling.examples_per_s > 0
+    assert report.pipeline.first_batch_s > 0 and report.pipeline.host_cpu_ms_per_example > 0
+    assert report.end_to_end.num_steps > 3 and report.ablation is None
+    assert report.end_to_end.loss_last is not None
+    assert report.capacity.cores_needed < report.capacity.host_cores
+    jsonschema.validate(report.to_json(), BENCH_REPORT_SCHEMA)
+
+
+def test_an_injected_stall_is_measured_as_input_wait(images: str) -> None:
+    options = BenchOptions(ablation="never", overrides=SMALL, **QUICK)
+    plain = bench_input(images, options)
+    compute_s = (plain.end_to_end.step_ms_median - plain.end_to_end.wait_ms_median) / 1000
+    delay = compute_s  # as long as the compute: an input share of about 50%
+    stalled = bench_input(
+        images,
+        BenchOptions(
+            ablation="never",
+            overrides=SMALL,
+            stages=StageChanges(delay_s=(("stall", delay),)),
+            **QUICK,
+        ),
+    )
+    e = stalled.end_to_end
+    injected = delay * e.num_steps / (e.num_steps * stalled.batch_size / e.examples_per_s)
+    assert stalled.verdict == "highly input-bound", render_report(stalled)
+    assert abs(e.input_share - injected) < 0.06, (e.input_share, injected)
+    assert e.wait_ms_median >= 1000 * delay
+
+
+def test_ablation_names_the_stage_a_delay_was_injected_into(images: str) -> None:
+    report = bench_input(
+        images,
+        BenchOptions(
+            model="small",
+            ablation="auto",
+            overrides=SMALL,
+            stages=StageChanges(delay_s=(("decode", 0.02),)),
+            **QUICK,
+        ),
+    )
+    assert report.verdict != "saturated", render_report(report)
+    assert report.ablation is not None and report.ablation.bottleneck == "decode"
+    rows = {r.variant: r for r in report.ablation.rows}
+    assert rows["decode free"].speedup > 3
+    assert "to change: JPEG decoding costs most" in render_report(report)
+
+
+def test_text_bench_with_buckets_times_no_compile_step(tmp_path: Path, text_folder: Path) -> None:
+    out = tmp_path / "text"
+    options = feedgpu.TextOptions(tokenizer="train:wordpiece:300", folder_labels=True)
+    feedgpu.convert_text(str(text_folder), str(out), options, quiet=True)
+    report = bench_input(
+        str(out),
+        BenchOptions(batch_size=8, ablation="always", overrides={"text_mode": "bucket"}, **QUICK),
+    )
+    assert report.model == "transformer-small" and report.kind == "text"
+    # each bucket shape compiles once, untimed: at most one warm-up step per shape beyond two
+    shapes = len(report.spec.bucket_boundaries) + 1
+    assert report.ceiling.warmup_steps <= 2 + shapes
+    assert report.ceiling.step_ms_p90 < 20 * report.ceiling.step_ms_median
+    assert report.ablation is not None
+    assert {r.stage for r in report.ablation.rows} >= {"read", "parse"}
+    jsonschema.validate(report.to_json(), BENCH_REPORT_SCHEMA)
+
+
+def test_cli_default_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json, out_spec, profile = tmp_path / "r.json", tmp_path / "spec.json", tmp_path / "prof"
+    code = main(
+        [
+            "bench-input",
+            "--sample-per-class", "8",
+            "--image-size", "32",
+            "--seconds", "1",
+            "--batch-size", "8",
+            "--no-memory-growth",  # TensorFlow is already initialised in this test process
+            "--quiet",
+            "--json", str(out_json),
+            "--save-spec", str(out_spec),
+            "--profile", str(profile),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "verdict: " in printed and "compute ceiling" in printed and "capacity:" in printed
+    report = json.loads(out_json.read_text())
+    jsonschema.validate(report, BENCH_REPORT_SCHEMA)
+    assert report["verdict"] in printed and report["kind"] == "image"
+    spec = PipelineSpec.from_json(out_spec.read_text())
+    assert spec.image_size == (32, 32) and spec.repeat is False
+    assert list(profile.rglob("*.xplane.pb")), "no profiler trace written"
+
+
+def test_cli_bench_errors_are_one_line(
+    tmp_path: Path, images: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["bench-input", str(tmp_path), "--no-memory-growth"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("feedgpu: error: ") and "\n" not in err
+    assert main(["bench-input", images, "--accumulate", "3", "--no-memory-growth"]) == 2
+    assert "does not split into 3 equal micro-batches" in capsys.readouterr().err
+    assert main(["bench-input", "--inject-delay", "decode", "--no-memory-growth"]) == 2
+    assert "expected STAGE=MS" in capsys.readouterr().err
+    assert main(["bench-input", "--print-schema"]) == 0
+    assert json.loads(capsys.readouterr().out)["$id"] == "feedgpu.bench-input/1"
