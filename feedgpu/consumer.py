@@ -205,6 +205,9 @@ def make_train_step(workload: Workload, setup: DeviceSetup, accumulate: int = 1)
             optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
         if setup.precision == "mixed_float16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        # Slot variables now, under the scope: created inside the first (replicated, compiled)
+        # step they would have to be lifted out of it, which MirroredStrategy cannot do.
+        optimizer.build(model.trainable_variables)
 
     def split(batch: Any) -> tuple[Any, Any]:
         if isinstance(batch, tuple):

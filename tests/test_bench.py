@@ -250,3 +250,35 @@ def test_cli_bench_errors_are_one_line(
     assert "expected STAGE=MS" in capsys.readouterr().err
     assert main(["bench-input", "--print-schema"]) == 0
     assert json.loads(capsys.readouterr().out)["$id"] == "feedgpu.bench-input/1"
+
+
+MIRRORED = """
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from feedgpu.bench import BenchOptions, bench_input
+from feedgpu.device import DeviceSetup
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+setup = DeviceSetup("CPU", (), None, "float32", True, strategy)
+options = BenchOptions(batch_size=8, seconds=1, ablation="never", quiet=True,
+                       overrides={"image_size": (32, 32)})
+print(json.dumps(bench_input(sys.argv[1], options, setup=setup).to_json()))
+"""
+
+
+def test_two_replicas_feed_through_distribute_datasets_from_function(images: str) -> None:
+    """The multi-GPU path, on two logical CPUs: per-replica batches, all-reduced updates."""
+    done = subprocess.run(
+        [sys.executable, "-c", MIRRORED, images],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    jsonschema.validate(report, BENCH_REPORT_SCHEMA)
+    assert report["device"]["num_replicas"] == 2
+    assert report["device"]["strategy"] == "MirroredStrategy"
+    assert report["end_to_end"]["num_steps"] > 0 and report["ceiling"]["examples_per_s"] > 0
+    assert report["end_to_end"]["loss_last"] is not None
