@@ -15,7 +15,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from feedgpu import format as fmt
-from feedgpu.conversion import ConversionReport, DatasetPlan, pool_runner, write_dataset
+from feedgpu.conversion import (
+    ConversionReport,
+    DatasetPlan,
+    check_runner,
+    pool_runner,
+    write_dataset,
+)
 from feedgpu.converters.listing import (
     SourceFile,
     assign_splits,
@@ -297,11 +303,16 @@ def convert_images(
     strict: bool = False,
     overwrite: bool = False,
     quiet: bool = False,
+    runner: str = "local",
+    beam_options: str | None = None,
 ) -> ConversionReport:
     """Convert an image folder into a sharded, TFDS-readable TFRecord dataset in out_dir.
 
     Re-running after a crash finishes the job; re-running on a finished dataset is a no-op.
+    runner="beam" writes the same shards, byte for byte, as an Apache Beam pipeline
+    (beam_options: Beam's flags, DirectRunner by default).
     """
+    check_runner(runner)
     options = options or ImageOptions()
     from PIL import Image
 
@@ -315,7 +326,13 @@ def convert_images(
         label_column=label_column,
         strict=strict,
     )
-    runner = pool_runner(
-        ImageProcessor(options), out_dir, workers=workers or default_workers(), strict=strict
-    )
-    return write_dataset(plan, runner, overwrite=overwrite, quiet=quiet, unit="img")
+    processor = ImageProcessor(options)
+    if runner == "beam":
+        from feedgpu.beam import beam_runner
+
+        shard_runner = beam_runner(processor, out_dir, strict=strict, options=beam_options)
+    else:
+        shard_runner = pool_runner(
+            processor, out_dir, workers=workers or default_workers(), strict=strict
+        )
+    return write_dataset(plan, shard_runner, overwrite=overwrite, quiet=quiet, unit="img")

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from feedgpu import format as fmt
-from feedgpu.conversion import ConversionReport, DatasetPlan, write_dataset
+from feedgpu.conversion import ConversionReport, DatasetPlan, check_runner, write_dataset
 from feedgpu.converters.listing import (
     SPLIT_FOLDERS,
     SourceFile,
@@ -259,13 +259,25 @@ def convert_text(
     strict: bool = False,
     overwrite: bool = False,
     quiet: bool = False,
+    runner: str = "local",
+    beam_options: str | None = None,
 ) -> ConversionReport:
-    """Convert a text corpus into pre-tokenized TFRecord shards in out_dir (see module doc)."""
+    """Convert a text corpus into pre-tokenized TFRecord shards in out_dir (see module doc).
+
+    runner="beam" tokenizes the chunks and assembles the shards as Apache Beam pipelines
+    (same bytes as the local run); the work folder must be shared by the Beam workers.
+    """
+    check_runner(runner)
     workers = workers or default_workers()
-    plan, runner = plan_text_dataset(src, out_dir, options, workers=workers, strict=strict)
+    plan, text_runner = plan_text_dataset(src, out_dir, options, workers=workers, strict=strict)
+    if runner == "beam":
+        from feedgpu.beam import require_beam
+
+        require_beam()
+        text_runner.on_beam, text_runner.beam_options = True, beam_options
     return write_dataset(
         plan,
-        runner,
+        text_runner,
         overwrite=overwrite,
         quiet=quiet,
         unit="doc",

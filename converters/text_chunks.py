@@ -143,6 +143,9 @@ class TextRunner:
         self.work = storage.join(plan.out_dir, WORK_DIR)
         self.use_fast = False
         self.parity: dict[str, Any] = {}
+        # Set by convert_text(runner="beam"): chunks and shards become Beam pipelines.
+        self.on_beam = False
+        self.beam_options: str | None = None
 
     # -- routing ---------------------------------------------------------------------------
     def _shard_key(self, split: str, doc_id: str) -> str:
@@ -350,16 +353,28 @@ class TextRunner:
 
     def __call__(self, todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput:
         self.check_parity()
+        if self.on_beam:
+            from feedgpu.beam import run_on_beam
+
+            missing = [i for i in range(len(self.chunks)) if self._chunk_info(i) is None]
+            if missing:
+                run_on_beam(_BeamChunk(self), missing, self.beam_options, "tokenize chunks")
         infos = []
         for index in range(len(self.chunks)):
             info = self._chunk_info(index)
             if info is None:
                 info = self.run_chunk(index, on_progress)
-            else:  # finished by an earlier run
+            else:  # finished by an earlier run (or by Beam workers)
                 lengths = _merge_lengths(list(info.get("pieces", {}).values()))
                 on_progress(sum(lengths.values()), int(info.get("tokens", 0)))
             infos.append(info)
-        results = [self._assemble(task, infos) for task in todo]
+        if self.on_beam and todo:
+            from feedgpu.beam import collect_results, run_on_beam
+
+            run_on_beam(_BeamAssemble(self, infos), todo, self.beam_options, "assemble shards")
+            results = collect_results(self.plan.out_dir, todo, lambda items, measured: None)
+        else:
+            results = [self._assemble(task, infos) for task in todo]
         skips = [Skip(**s) for info in infos for s in info.get("skips", [])]
         pieces = [p for info in infos for p in info.get("pieces", {}).values()]
         self.tok.save(self.plan.out_dir)  # before the manifest, which names these files
@@ -395,6 +410,28 @@ class TextRunner:
         )
         storage.replace(tmp, final)
         return result
+
+
+class _BeamChunk:
+    """A picklable Beam function: tokenize one chunk into its piece folder."""
+
+    def __init__(self, runner: TextRunner) -> None:
+        self.runner = runner
+
+    def __call__(self, index: int) -> int:
+        self.runner.run_chunk(index, lambda items, measured: None)
+        return index
+
+
+class _BeamAssemble:
+    """A picklable Beam function: one shard from the chunks' pieces."""
+
+    def __init__(self, runner: TextRunner, infos: list[dict[str, Any]]) -> None:
+        self.runner, self.infos = runner, infos
+
+    def __call__(self, task: ShardTask) -> str:
+        self.runner._assemble(task, self.infos)
+        return task.filename
 
 
 def _merge_lengths(pieces: list[dict[str, Any]]) -> Counter[int]:

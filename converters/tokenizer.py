@@ -87,6 +87,10 @@ class TextTokenizer:
             and normalizer.get("strip_accents") in (None, self.lowercase)
         )
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The tensorflow-text tokenizer is a TF object: rebuilt on demand, never pickled.
+        return {**self.__dict__, "_fast": None}
+
     @property
     def identity(self) -> str:
         """Content hash of the tokenizer: the same vocabulary and settings, the same hash."""

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from feedgpu import format as fmt
 from feedgpu import storage
-from feedgpu.errors import DatasetError
+from feedgpu.errors import DatasetError, UsageError
 from feedgpu.shards import (
     WORK_DIR,
     Progress,
@@ -282,6 +282,15 @@ class ShardRunner(Protocol):
     """Writes the shards of `todo` (the ones not finished by an earlier run)."""
 
     def __call__(self, todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput: ...
+
+
+RUNNERS = ("local", "beam")
+
+
+def check_runner(runner: str) -> None:
+    """Raise UsageError unless runner names a known executor."""
+    if runner not in RUNNERS:
+        raise UsageError(f"runner {runner!r}: choose {' or '.join(RUNNERS)}")
 
 
 def pool_runner(
