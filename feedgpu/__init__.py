@@ -24,6 +24,7 @@ from feedgpu.errors import DatasetError, FeedgpuError, InputError, UsageError
 from feedgpu.format import Feature, read_manifest
 from feedgpu.pipeline import PipelineSpec, build_pipeline, dropped_records, read_dataset
 from feedgpu.samples import write_sample_images
+from feedgpu.service import start_dispatcher, start_worker
 from feedgpu.verify import VerifyReport, verify_dataset
 
 __all__ = [
@@ -53,6 +54,8 @@ __all__ = [
     "render_report",
     "resolve_devices",
     "setup_devices",
+    "start_dispatcher",
+    "start_worker",
     "verify_dataset",
     "write_sample_images",
 ]

@@ -54,6 +54,8 @@ class BenchOptions:
         profile_steps: steps in the profiled window.
         overrides: PipelineSpec fields to change from the automatic choices.
         stages: known delays to inject (measurement checks; see StageChanges).
+        service_workers: tf.data service workers serving the pipeline (when the spec names a
+            service), for the capacity plan's workers-needed estimate.
         quiet: no progress bars.
     """
 
@@ -69,6 +71,7 @@ class BenchOptions:
     profile_steps: int = 10
     overrides: dict[str, Any] = field(default_factory=dict)
     stages: StageChanges = field(default_factory=StageChanges)
+    service_workers: int = 1
     quiet: bool = False
 
     def __post_init__(self) -> None:
@@ -76,8 +79,8 @@ class BenchOptions:
             raise UsageError(f"ablation {self.ablation!r}: choose auto, always or never")
         if self.seconds <= 0 or self.ablation_seconds <= 0:
             raise UsageError("seconds and ablation_seconds must be positive")
-        if self.batch_size < 1 or self.accumulate < 1:
-            raise UsageError("batch_size and accumulate must be at least 1")
+        if self.batch_size < 1 or self.accumulate < 1 or self.service_workers < 1:
+            raise UsageError("batch_size, accumulate and service_workers must be at least 1")
 
 
 class _Progress:
@@ -170,8 +173,10 @@ def bench_input(
     spec = spec.with_changes(drop_remainder=True, batch_size=options.batch_size, repeat=True)
     progress = _Progress(options.quiet)
 
+    distributed = setup.distributed
+
     def dataset(variant: PipelineSpec, stages: StageChanges) -> Any:
-        if replicas == 1:  # no distribution layer: it would add a prefetch of its own
+        if not distributed:  # no distribution layer: it would add a prefetch of its own
             return build_pipeline(variant, None, stages)
 
         def per_worker(context: Any) -> Any:
@@ -210,7 +215,7 @@ def bench_input(
     # Resident batches: a few distinct ones, so bucketed text shows each shape it will meet.
     source = iter(data)
     resident = [next(source) for _ in range(8)]
-    if setup.device_type == "GPU" and replicas == 1:
+    if setup.device_type == "GPU" and not distributed:
         with tf.device("/gpu:0"):
             resident = [tf.nest.map_structure(tf.identity, b) for b in resident]
     with progress.phase("compute ceiling") as tick:
@@ -251,6 +256,13 @@ def bench_input(
             cores_needed=needed,
             host_cores=cores,
             hosts_needed=max(1, math.ceil(needed / cores)),
+            service_workers=options.service_workers if spec.service else None,
+            service_workers_needed=max(
+                1,
+                math.ceil(ceiling.examples_per_s * options.service_workers / alone.examples_per_s),
+            )
+            if spec.service
+            else None,
         ),
         spec=(ablation.best_spec if ablation else spec).with_changes(repeat=asked.repeat),
         profile_dir=options.profile_dir,

@@ -90,12 +90,17 @@ class CapacityPlan:
         cores_needed: cores that, fully busy, deliver the ceiling's examples/s.
         host_cores: cores on this host.
         hosts_needed: hosts (or tf.data service workers) of this size that deliver it.
+        service_workers: tf.data service workers the pipeline ran on (None: local).
+        service_workers_needed: workers like them that deliver the ceiling, from the
+            measured rate per worker (None: local).
     """
 
     host_cpu_ms_per_example: float
     cores_needed: float
     host_cores: int
     hosts_needed: int
+    service_workers: int | None = None
+    service_workers_needed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -239,6 +244,12 @@ def render_report(report: BenchReport) -> str:
             else ""
         )
     )
+    if plan.service_workers:
+        lines.append(
+            f"tf.data service: {plan.service_workers} worker(s) deliver "
+            f"{p.examples_per_s:.0f} examples/s; {plan.service_workers_needed} would keep the "
+            f"model at its ceiling"
+        )
     if report.gpu_utilization is not None:
         lines.append(f"GPU utilisation (NVML) end to end: {report.gpu_utilization:.0%}")
     elif device.device_type == "GPU":
@@ -393,6 +404,8 @@ BENCH_REPORT_SCHEMA: dict[str, Any] = {
                 "cores_needed": _RATE,
                 "host_cores": {"type": "integer", "minimum": 1},
                 "hosts_needed": {"type": "integer", "minimum": 1},
+                "service_workers": {"type": ["integer", "null"], "minimum": 1},
+                "service_workers_needed": {"type": ["integer", "null"], "minimum": 1},
             },
         },
         "spec": {"type": "object", "required": ["data_dir", "batch_size", "kind"]},

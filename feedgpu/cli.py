@@ -40,6 +40,19 @@ def _conversion_options(p: argparse.ArgumentParser, *, workers: str) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the assignment to shards")
     p.add_argument("--workers", type=int, help=f"{workers} (default: all cores)")
     p.add_argument(
+        "--runner",
+        choices=("local", "beam"),
+        default="local",
+        help="local process pool, or the same shard tasks as an Apache Beam pipeline "
+        "(same bytes; needs pip install 'feedgpu[beam]')",
+    )
+    p.add_argument(
+        "--beam-options",
+        metavar="FLAGS",
+        help='Beam pipeline flags, e.g. "--runner=DataflowRunner --project=P --region=R" '
+        "(default: DirectRunner on this machine)",
+    )
+    p.add_argument(
         "--strict",
         action=argparse.BooleanOptionalAction,
         default=False,
@@ -193,6 +206,7 @@ def _build_parser() -> _Parser:
     verify.set_defaults(func=_verify)
 
     _bench_parser(sub)
+    _serve_parser(sub)
 
     sample = sub.add_parser(
         "sample-images",
@@ -251,6 +265,23 @@ def _bench_parser(sub: Any) -> None:
     )
     bench.add_argument("--spec", metavar="FILE", help="measure this saved PipelineSpec JSON")
     bench.add_argument(
+        "--service",
+        metavar="grpc://HOST:PORT",
+        help="run the pipeline on tf.data service workers (see feedgpu serve)",
+    )
+    bench.add_argument(
+        "--service-mode",
+        choices=("parallel_epochs", "distributed_epoch"),
+        help="each worker its own epochs, or one epoch split over the workers",
+    )
+    bench.add_argument(
+        "--service-workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="workers serving --service (for the capacity plan)",
+    )
+    bench.add_argument(
         "--precision",
         choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
         default="auto",
@@ -261,9 +292,10 @@ def _bench_parser(sub: Any) -> None:
     )
     bench.add_argument(
         "--strategy",
-        choices=("auto", "default", "mirrored"),
+        choices=("auto", "default", "mirrored", "multi_worker"),
         default="auto",
-        help="auto: MirroredStrategy when there are several GPUs",
+        help="auto: MirroredStrategy when there are several GPUs; multi_worker: "
+        "MultiWorkerMirroredStrategy over the hosts in TF_CONFIG",
     )
     bench.add_argument(
         "--memory-growth",
@@ -295,6 +327,63 @@ def _bench_parser(sub: Any) -> None:
     bench.add_argument("--print-schema", action="store_true", help="print the JSON schema, exit")
     bench.add_argument("--quiet", action="store_true", help="no progress bars or log lines")
     bench.set_defaults(func=_bench_input)
+
+
+_NO_AUTH = (
+    "The tf.data service has no authentication and TensorFlow listens on every interface: run "
+    "it on a private network or behind a firewall. --host only sets the name it advertises."
+)
+
+
+def _serve_parser(sub: Any) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="run tf.data service servers (preprocessing on remote CPU workers)",
+        description="Start a tf.data service dispatcher or worker and serve until SIGTERM or "
+        "Ctrl-C. Trainers use it with PipelineSpec(service='grpc://HOST:PORT') or "
+        "feedgpu bench-input DATA --service grpc://HOST:PORT. " + _NO_AUTH,
+    )
+    roles = serve.add_subparsers(dest="role", required=True, parser_class=_Parser)
+    dispatcher = roles.add_parser(
+        "dispatcher",
+        help="the coordinator trainers and workers connect to",
+        description="Start a dispatcher. " + _NO_AUTH,
+    )
+    dispatcher.add_argument("--port", type=int, default=5050, help="port to serve on (0: any)")
+    dispatcher.add_argument(
+        "--work-dir",
+        metavar="DIR",
+        help="journal state here (fault-tolerant: a restarted dispatcher resumes its jobs)",
+    )
+    dispatcher.add_argument("--host", default="localhost", help="name to advertise")
+    dispatcher.set_defaults(func=_serve)
+    worker = roles.add_parser(
+        "worker",
+        help="a CPU worker that runs input pipelines",
+        description="Start a worker registered with DISPATCHER. Datasets are read by path: "
+        "they must be at the same path here as on the trainer (shared FS or gs://). " + _NO_AUTH,
+    )
+    worker.add_argument("--dispatcher", required=True, metavar="HOST:PORT")
+    worker.add_argument("--port", type=int, default=0, help="port to serve on (0: any)")
+    worker.add_argument("--host", default="localhost", help="name to advertise")
+    worker.set_defaults(func=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from feedgpu.service import serve_until_signalled, start_dispatcher, start_worker
+
+    if args.role == "dispatcher":
+        server = start_dispatcher(args.port, work_dir=args.work_dir, host=args.host)
+    else:
+        server = start_worker(args.dispatcher, args.port, host=args.host)
+    serve_until_signalled(
+        server, lambda: print(f"feedgpu: {server.kind} serving at {server.address}", flush=True)
+    )
+    print(f"feedgpu: {server.kind} stopped", flush=True)
+    return 0
 
 
 def _setup_logging(quiet: bool) -> None:
@@ -332,6 +421,8 @@ def _convert_images(args: argparse.Namespace) -> int:
         strict=args.strict,
         overwrite=args.overwrite,
         quiet=args.quiet or args.json,
+        runner=args.runner,
+        beam_options=args.beam_options,
     )
     rate = f"{report.to_json()['inputs_per_s']} files/s"
     return _print_conversion(args, report, f"{report.num_examples} images", rate, {})
@@ -369,6 +460,8 @@ def _convert_text(args: argparse.Namespace) -> int:
         strict=args.strict,
         overwrite=args.overwrite,
         quiet=args.quiet or args.json,
+        runner=args.runner,
+        beam_options=args.beam_options,
     )
     text = read_manifest(args.out).get("text", {})
     rate = text.get("tokens", 0) / report.seconds / 1e6 if report.seconds else 0.0
@@ -449,6 +542,10 @@ def _bench_input(args: argparse.Namespace) -> int:
         overrides["max_length"] = args.max_length
     if args.text_mode:
         overrides["text_mode"] = args.text_mode
+    if args.service:
+        overrides["service"] = args.service
+    if args.service_mode:
+        overrides["service_mode"] = args.service_mode
     options = BenchOptions(
         split=args.split,
         batch_size=args.batch_size,
@@ -461,6 +558,7 @@ def _bench_input(args: argparse.Namespace) -> int:
         profile_dir=args.profile,
         overrides=overrides,
         stages=StageChanges(delay_s=tuple(_parse_delay(d) for d in args.inject_delay)),
+        service_workers=args.service_workers,
         quiet=args.quiet or args.json == "-",
     )
     config = DeviceConfig(
@@ -482,7 +580,7 @@ def _bench_input(args: argparse.Namespace) -> int:
         if args.spec:
             try:
                 with open(args.spec, encoding="utf-8") as f:
-                    spec = PipelineSpec.from_json(f.read()).with_changes(data_dir=data)
+                    spec = PipelineSpec.from_json(f.read()).with_changes(data_dir=data, **overrides)
             except OSError as e:
                 raise UsageError(f"cannot read --spec {args.spec}: {e.strerror}") from e
         from feedgpu.device import setup_devices

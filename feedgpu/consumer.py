@@ -78,8 +78,8 @@ def build_workload(
             name = f"transformer-{size}"
 
     def loss(features: Any, labels: Any) -> Any:
-        if kind == "image":
-            logits = model(features, training=True)
+        if kind == "image":  # uint8 batches are cast here, on the accelerator
+            logits = model(tf.cast(features, tf.float32), training=True)
             return tf.reduce_mean(
                 tf.nn.sparse_softmax_cross_entropy_with_logits(tf.cast(labels, tf.int32), logits)
             )
@@ -186,9 +186,9 @@ def make_train_step(workload: Workload, setup: DeviceSetup, accumulate: int = 1)
     With accumulate=K each replica's batch is split into K micro-batches whose gradients are
     summed in a loop before one update: the memory of batch/K, the statistics of the batch.
     Under float16 the loss is scaled (and the update skipped on overflow) by Keras's
-    LossScaleOptimizer. With one replica the whole step, update included, is one XLA
-    cluster; with several, XLA compiles the gradient computation and the all-reduce and the
-    update run outside it (cross-replica calls cannot be compiled).
+    LossScaleOptimizer. Without a distribution strategy the whole step, update included, is
+    one XLA cluster; under one, XLA compiles the gradient computation and the all-reduce and
+    the update run outside it (cross-replica calls cannot be compiled).
     """
     import keras
     import tensorflow as tf
@@ -224,7 +224,7 @@ def make_train_step(workload: Workload, setup: DeviceSetup, accumulate: int = 1)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return tf.cast(loss, tf.float32)
 
-    if setup.num_replicas == 1:
+    if not setup.distributed:
         return tf.function(lambda batch: replica_step(batch, gradients), jit_compile=setup.xla)
     compiled = tf.function(gradients, jit_compile=setup.xla)
 

@@ -16,7 +16,7 @@ from feedgpu.errors import FeedgpuError, UsageError
 
 logger = logging.getLogger(__name__)
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
-STRATEGIES = ("auto", "default", "mirrored")
+STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
 
 
 class DeviceSetupError(FeedgpuError, RuntimeError):
@@ -35,7 +35,8 @@ class DeviceConfig:
             (tensor cores), mixed_bfloat16 on CPUs with AMX bfloat16 units, float32
             elsewhere; or name a Keras dtype policy explicitly.
         xla: compile the train step with XLA (`jit_compile=True`).
-        strategy: "auto" mirrors over several GPUs and uses the default strategy otherwise.
+        strategy: "auto" mirrors over several GPUs and uses the default strategy otherwise;
+            "multi_worker" is MultiWorkerMirroredStrategy over the hosts TF_CONFIG names.
     """
 
     memory_growth: bool = True
@@ -78,6 +79,13 @@ class DeviceSetup:
     @property
     def num_replicas(self) -> int:
         return int(self.strategy.num_replicas_in_sync)
+
+    @property
+    def distributed(self) -> bool:
+        """Whether a real tf.distribute strategy (not the default) holds the model and input."""
+        import tensorflow as tf
+
+        return self.strategy is not tf.distribute.get_strategy()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -168,7 +176,16 @@ def resolve_devices(config: DeviceConfig | None = None, notes: tuple[str, ...] =
             )
     elif precision != "float32" and not gpus:
         notes_list.append(f"{precision} on CPU: correct, but usually slower than float32")
-    if config.strategy == "mirrored" or (config.strategy == "auto" and len(gpus) > 1):
+    if config.strategy == "multi_worker":
+        # Hosts and this one's rank come from TF_CONFIG; one worker when it is unset.
+        try:
+            strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        except (RuntimeError, ValueError) as e:
+            raise DeviceSetupError(
+                "MultiWorkerMirroredStrategy must be created at program start, before any "
+                f"tensor, with a valid TF_CONFIG ({str(e).splitlines()[0]})"
+            ) from e
+    elif config.strategy == "mirrored" or (config.strategy == "auto" and len(gpus) > 1):
         strategy = tf.distribute.MirroredStrategy()
     else:
         strategy = tf.distribute.get_strategy()

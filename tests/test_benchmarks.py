@@ -68,3 +68,13 @@ def test_bench_verdict_smoke(capsys) -> None:
     assert len(result.rows) == 2 and result.rows[1].delay_ms > 0
     assert result.rows[1].measured_share > result.rows[0].measured_share
     assert "verdicts right" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_bench_service_smoke(capsys) -> None:
+    bench = load("bench_service")
+    result = bench.main(
+        ["--images", "32", "--image-size", "32", "--batch-size", "8", "--seconds", "0.5",
+         "--rounds", "1"]
+    )  # fmt: skip
+    assert result.local_img_s > 0 and result.service_1_img_s > 0 and result.service_2_img_s > 0
+    assert "(b)/(a) =" in capsys.readouterr().out.splitlines()[-1]

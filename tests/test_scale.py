@@ -1,0 +1,181 @@
+"""Beyond one machine: Beam conversion, tf.data service feeding, serve commands."""
+
+from __future__ import annotations
+
+import collections
+import filecmp
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import feedgpu
+from feedgpu.cli import main
+from feedgpu.service import start_dispatcher, start_worker
+
+
+def same_files(a: Path, b: Path) -> None:
+    names = sorted(os.listdir(a))
+    assert names == sorted(os.listdir(b))
+    different = [n for n in names if not filecmp.cmp(a / n, b / n, shallow=False)]
+    assert not different, f"differ: {different}"
+
+
+def test_beam_image_conversion_is_byte_identical(tmp_path: Path, nasty_folder: Path) -> None:
+    options = feedgpu.ImageOptions(num_shards=3)
+    feedgpu.convert_images(str(nasty_folder), str(tmp_path / "local"), options, quiet=True)
+    feedgpu.convert_images(
+        str(nasty_folder), str(tmp_path / "beam"), options, quiet=True, runner="beam"
+    )
+    same_files(tmp_path / "local", tmp_path / "beam")  # shards, manifest, skipped.jsonl
+
+
+def test_beam_text_conversion_is_byte_identical(tmp_path: Path, text_folder: Path) -> None:
+    options = feedgpu.TextOptions(
+        tokenizer="train:wordpiece:300", folder_labels=True, num_shards=3, chunk_mb=0.002
+    )
+    feedgpu.convert_text(str(text_folder), str(tmp_path / "local"), options, quiet=True)
+    code = main(
+        ["convert", "text", str(text_folder), str(tmp_path / "beam"), "--tokenizer",
+         "train:wordpiece:300", "--folder-labels", "--num-shards", "3", "--chunk-mb", "0.002",
+         "--runner", "beam", "--quiet"]
+    )  # fmt: skip
+    assert code == 0
+    same_files(tmp_path / "local", tmp_path / "beam")
+
+
+def test_beam_strict_stops_with_the_input_error(
+    tmp_path: Path, nasty_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["convert", "images", str(nasty_folder), str(tmp_path / "o"), "--runner", "beam"]
+    assert main([*args, "--strict", "--quiet"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("feedgpu: error: ") and "\n" not in err and "--strict" in err
+    assert not list((tmp_path / "o").glob("*.tfrecord-*-of-*[0-9]"))  # no final shard names
+
+
+def test_beam_missing_says_how_to_install(
+    tmp_path: Path, image_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "apache_beam", None)  # as if it were not installed
+    with pytest.raises(feedgpu.UsageError, match=r"pip install 'feedgpu\[beam\]'"):
+        feedgpu.convert_images(str(image_folder), str(tmp_path / "o"), runner="beam")
+
+
+def examples(ds) -> collections.Counter:
+    seen: collections.Counter = collections.Counter()
+    for images, labels in ds:
+        for image, label in zip(images.numpy(), labels.numpy(), strict=True):
+            seen[(hashlib.sha1(image.tobytes()).hexdigest(), int(label))] += 1
+    return seen
+
+
+@pytest.fixture(scope="module")
+def service_data(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from feedgpu.samples import write_sample_images
+
+    root = tmp_path_factory.mktemp("svc")
+    write_sample_images(str(root / "src"), num_classes=3, images_per_class=20, sizes=((64, 48),))
+    feedgpu.convert_images(
+        str(root / "src"), str(root / "data"), feedgpu.ImageOptions(num_shards=6), quiet=True
+    )
+    return str(root / "data")
+
+
+def test_service_with_two_workers_serves_the_local_batches(service_data: str) -> None:
+    dispatcher = start_dispatcher()
+    workers = [start_worker(dispatcher.address) for _ in range(2)]
+    spec = feedgpu.PipelineSpec.for_dataset(service_data, batch_size=8, image_size=(32, 32))
+    local = examples(feedgpu.build_pipeline(spec))
+    remote = spec.with_changes(service=dispatcher.address, service_mode="distributed_epoch")
+    assert examples(feedgpu.build_pipeline(remote)) == local  # each example once, same content
+    for w in workers:
+        w.stop()
+    dispatcher.stop()
+
+
+def test_losing_a_worker_mid_epoch_does_not_lose_the_run(service_data: str) -> None:
+    dispatcher = start_dispatcher()
+    workers = [start_worker(dispatcher.address) for _ in range(2)]
+    spec = feedgpu.PipelineSpec.for_dataset(
+        service_data, batch_size=4, training=True, image_size=(32, 32), repeat=True
+    ).with_changes(service=dispatcher.address)
+    batches = iter(feedgpu.build_pipeline(spec))
+    for _ in range(5):
+        next(batches)
+    workers[0].stop()
+    shapes = {tuple(next(batches)[0].shape) for _ in range(30)}  # served by the survivor
+    assert shapes == {(4, 32, 32, 3)}
+    workers[1].stop()
+    dispatcher.stop()
+
+
+def test_service_spec_validation() -> None:
+    with pytest.raises(feedgpu.UsageError, match="grpc://HOST:PORT"):
+        feedgpu.PipelineSpec(data_dir="d", service="localhost:5050")
+    with pytest.raises(feedgpu.UsageError, match="cannot run"):
+        feedgpu.PipelineSpec(data_dir="d", service="grpc://h:1", ignore_errors=True)
+
+
+def test_serve_commands_report_their_address_and_stop_on_sigterm(tmp_path: Path) -> None:
+    def start(*args: str) -> tuple[subprocess.Popen, str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "feedgpu", "serve", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        line = proc.stdout.readline().strip()  # type: ignore[union-attr]
+        return proc, line
+
+    dispatcher, line = start("dispatcher", "--port", "0", "--work-dir", str(tmp_path / "journal"))
+    assert line.startswith("feedgpu: dispatcher serving at grpc://localhost:"), line
+    address = line.rsplit(" ", 1)[1]
+    worker, wline = start("worker", "--dispatcher", address)
+    assert wline.startswith("feedgpu: worker serving at localhost:"), wline
+    for proc, kind in ((worker, "worker"), (dispatcher, "dispatcher")):
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and f"feedgpu: {kind} stopped" in out
+    assert (tmp_path / "journal").exists()  # fault-tolerant mode journals its state
+
+
+def test_serve_help_warns_that_there_is_no_authentication(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", "dispatcher", "--help"])
+    assert "no authentication" in capsys.readouterr().out
+
+
+def test_bench_input_through_the_service_plans_workers(service_data: str) -> None:
+    import jsonschema
+
+    from feedgpu.bench import BenchOptions, bench_input
+    from feedgpu.bench_report import BENCH_REPORT_SCHEMA, render_report
+
+    dispatcher = start_dispatcher()
+    workers = [start_worker(dispatcher.address) for _ in range(2)]
+    options = BenchOptions(
+        batch_size=8,
+        seconds=1,
+        ablation="never",
+        quiet=True,
+        service_workers=2,
+        overrides={"image_size": (32, 32), "service": dispatcher.address},
+    )
+    report = bench_input(service_data, options)
+    plan = report.capacity
+    assert report.spec.service == dispatcher.address and plan.service_workers == 2
+    assert report.spec.dtype == "uint8"  # batches cross the wire: a quarter of the bytes
+    assert plan.service_workers_needed is not None and plan.service_workers_needed >= 1
+    assert report.end_to_end.num_steps > 0
+    assert "tf.data service: 2 worker(s)" in render_report(report)
+    jsonschema.validate(report.to_json(), BENCH_REPORT_SCHEMA)
+    for w in workers:
+        w.stop()
+    dispatcher.stop()
