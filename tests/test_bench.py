@@ -324,3 +324,28 @@ def test_simulated_workers_read_every_record_exactly_once(images: str) -> None:
         for batch in feedgpu.read_dataset(spec, context).batch(64):
             seen.update(bytes(p) for p in batch["path"].numpy())
     assert len(seen) == 256 and set(seen.values()) == {1}
+
+
+def test_report_explains_a_gap_that_is_not_input_wait() -> None:
+    from feedgpu.bench_report import BenchReport, CapacityPlan, PipelineRate, StepRate
+
+    def steps(rate: float, step_ms: float, share: float) -> StepRate:
+        wait = step_ms * share
+        return StepRate(rate, step_ms, step_ms, wait, share, 10, 2, 1.0, 0.5)
+
+    def report(end_to_end_rate: float, step_ms: float) -> str:
+        return render_report(
+            BenchReport(
+                data_dir="d", split="train", kind="image", model="cnn-small", batch_size=32,
+                accumulate=1, device=resolve_devices(), pipeline=PipelineRate(0.1, 900, 28, 1, 50),
+                ceiling=steps(100, 320, 0.0), end_to_end=steps(end_to_end_rate, step_ms, 0.01),
+                gpu_utilization=None, gpu_note="no GPU", ablation=None,
+                capacity=CapacityPlan(1.0, 0.1, 2, 1), spec=PipelineSpec(data_dir="d"),
+                profile_dir=None, seconds=1,
+            )
+        )  # fmt: skip
+
+    slow = report(80, 400)
+    assert "verdict: saturated" in slow and "end to end runs at 80% of the compute ceiling" in slow
+    assert "the gap to the ceiling is not input wait: steps compute 1.24x slower" in slow
+    assert "not input wait" not in report(98, 327)
