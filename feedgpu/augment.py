@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from feedgpu.pipeline import PipelineSpec
     from feedgpu.stages import StageChanges
 
+# Batches per bucketing window: more sorts closer to the bucket bounds, and holds more in memory.
+BUCKET_WINDOW = 16
 # ImageNet channel statistics (0-255 scale): the normalisation most pretrained models expect.
 IMAGENET_MEAN = (123.675, 116.28, 103.53)
 IMAGENET_STD = (58.395, 57.12, 57.375)
@@ -198,9 +200,10 @@ def image_batches(ds: Any, spec: PipelineSpec, stages: StageChanges) -> Any:
 def text_batches(ds: Any, spec: PipelineSpec, labelled: bool, pack: int | None) -> Any:
     """Batches of ids with attention masks.
 
-    "pad" and "packed" batch first and then work on whole batches (one op per batch instead of
-    one per example: per-example stages cost ~100 µs each here); "bucket" must see each
-    example's length, so it truncates per example before `bucket_by_sequence_length`.
+    Every mode batches first and then works on whole batches (one op per batch instead of
+    one per example: per-example stages cost ~100 µs each here): "pad" pads to max_length,
+    "packed" reshapes stored sequences, "bucket" sorts windows of batches by length and pads
+    each batch to the smallest boundary that holds it.
     """
     import tensorflow as tf
 
@@ -223,46 +226,59 @@ def text_batches(ds: Any, spec: PipelineSpec, labelled: bool, pack: int | None) 
         ds = ds.batch(spec.batch_size, drop_remainder=spec.drop_remainder)
         return ds.map(packed, num_parallel_calls=tf.data.AUTOTUNE)
 
+    def padded(batch: Any, width: Any) -> Any:
+        """Ragged ids to [B, width] with a mask; rows cut at width keep their last id (the
+        closing special token)."""
+        ids = batch["input_ids"]  # ragged [B, (n)]
+        if isinstance(width, int):  # static: XLA sees one shape
+            dense = ids.to_tensor(default_value=pad, shape=[None, width])
+        else:  # a bucket's width: pad (or cut) to it
+            dense = ids.to_tensor(default_value=pad)[:, :width]
+            dense = tf.pad(
+                dense, [[0, 0], [0, width - tf.shape(dense, tf.int64)[1]]], constant_values=pad
+            )
+        cut = tf.cast(width, tf.int64)
+        over = tf.where(tf.cast(ids.row_lengths(), tf.int64) > cut)[:, 0]
+        limits = tf.cast(ids.row_limits(), tf.int64)
+        last = tf.gather(ids.flat_values, tf.gather(limits, over) - 1)
+        where = tf.stack([over, tf.fill(tf.shape(over), cut - 1)], 1)
+        dense = tf.tensor_scatter_nd_update(dense, where, last)
+        x = {"input_ids": dense, "attention_mask": tf.cast(dense != pad, tf.int32)}
+        return output(x, batch.get("label"))
+
     if spec.text_mode == "pad":
-
-        def padded(batch: Any) -> Any:
-            ids = batch["input_ids"]  # ragged [B, (n)]
-            dense = ids.to_tensor(default_value=pad, shape=[None, length])
-            # Rows cut at max_length keep their last id (the closing special token).
-            over = tf.where(ids.row_lengths() > length)[:, 0]
-            last = tf.gather(ids.flat_values, tf.gather(ids.row_limits(), over) - 1)
-            where = tf.stack([over, tf.fill(tf.shape(over), tf.constant(length - 1, tf.int64))], 1)
-            dense = tf.tensor_scatter_nd_update(dense, where, last)
-            x = {"input_ids": dense, "attention_mask": tf.cast(dense != pad, tf.int32)}
-            return output(x, batch.get("label"))
-
         ds = ds.ragged_batch(spec.batch_size, drop_remainder=spec.drop_remainder)
-        return ds.map(padded, num_parallel_calls=tf.data.AUTOTUNE)
+        return ds.map(lambda b: padded(b, length), num_parallel_calls=tf.data.AUTOTUNE)
 
-    def truncated(example: Any) -> Any:
-        ids = example["input_ids"]
-        ids = tf.cond(  # too long: keep the first length - 1 ids and the closing special token
-            tf.size(ids) > length,
-            lambda: tf.concat([ids[: length - 1], ids[-1:]], 0),
-            lambda: ids,
-        )
-        return output({"input_ids": ids}, example.get("label"))
+    # Bucketing, batch first: windows of BUCKET_WINDOW batches are sorted by length and cut
+    # into batches, each padded to the smallest boundary that holds its longest row. One op
+    # per window and per batch instead of several per example (measured: per-example stages
+    # cost ~100 µs each here). Batches are then shuffled, so lengths do not come in order.
+    bounds = tf.constant(sorted({*spec.bucket_boundaries, length}), tf.int64)
+    batch_size = spec.batch_size
 
-    ds = ds.map(truncated, num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)
-    bounds = list(spec.bucket_boundaries) or [length]
-    ds = ds.bucket_by_sequence_length(
-        lambda x, *_: tf.shape(x["input_ids"])[0],
-        bucket_boundaries=[b + 1 for b in bounds],  # bucket i holds lengths <= bounds[i]
-        bucket_batch_sizes=[spec.batch_size] * (len(bounds) + 1),
-        padding_values=({"input_ids": pad}, tf.constant(0, tf.int64))
-        if labelled
-        else {"input_ids": pad},
-        pad_to_bucket_boundary=True,
-        drop_remainder=spec.drop_remainder,
-    )
+    def split_window(window: Any) -> Any:
+        window = {k: window[k] for k in keep}
+        lengths = window["input_ids"].row_lengths()
+        order = tf.argsort(tf.minimum(lengths, length), stable=True)
+        window = {k: tf.gather(v, order) for k, v in window.items()}
+        count = tf.size(lengths, tf.int64)
+        batches = count // batch_size if spec.drop_remainder else -(-count // batch_size)
 
-    def with_mask(x: Any, *label: Any) -> Any:
-        x = {**x, "attention_mask": tf.cast(x["input_ids"] != pad, tf.int32)}
-        return (x, *label) if label else x
+        def batch_at(i: Any) -> Any:
+            return {k: v[i * batch_size : (i + 1) * batch_size] for k, v in window.items()}
 
-    return ds.map(with_mask, num_parallel_calls=tf.data.AUTOTUNE)
+        return tf.data.Dataset.range(batches).map(batch_at)
+
+    def to_bucket(batch: Any) -> Any:
+        longest = tf.cast(tf.reduce_max(batch["input_ids"].row_lengths()), tf.int64)
+        longest = tf.minimum(longest, length)
+        width = tf.gather(bounds, tf.searchsorted(bounds, tf.reshape(longest, [1])))[0]
+        return padded(batch, width)
+
+    keep = ("input_ids", "label") if labelled else ("input_ids",)
+    ds = ds.ragged_batch(batch_size * BUCKET_WINDOW).flat_map(split_window)
+    ds = ds.map(to_bucket, num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)
+    if spec.training:
+        ds = ds.shuffle(BUCKET_WINDOW, seed=spec.seed)
+    return ds

@@ -213,3 +213,21 @@ def test_fewest_buckets_that_meet_the_padding_target() -> None:
     fewer = choose_boundaries(counts, 512, max_buckets=len(bounds) - 1)
     assert padding_waste(counts, fewer) > 0.10  # one bucket less would miss the target
     assert choose_boundaries([[20, 1000]], 512) == [24]  # one length, one bucket
+
+
+def test_bucketing_keeps_every_example_once_with_its_ids(text_data: Path) -> None:
+    spec = PipelineSpec.for_dataset(str(text_data), batch_size=4, text_mode="pad")
+
+    def rows(s: PipelineSpec) -> list[tuple[tuple[int, ...], int]]:
+        out = []
+        for x, y in feedgpu.build_pipeline(s):
+            for ids, mask, label in zip(
+                x["input_ids"].numpy(), x["attention_mask"].numpy(), y.numpy(), strict=True
+            ):
+                out.append((tuple(int(i) for i, m in zip(ids, mask, strict=True) if m), int(label)))
+        return sorted(out)
+
+    bucketed = spec.with_changes(text_mode="bucket")
+    assert rows(bucketed) == rows(spec)  # same examples, same ids, whatever the bucket
+    widths = {x["input_ids"].shape[1] for x, _ in feedgpu.build_pipeline(bucketed)}
+    assert widths <= set(bucketed.bucket_boundaries) | {bucketed.max_length}
