@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import shutil
+import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -65,7 +66,7 @@ class ChunkWriter:
         from feedgpu.records import write_record
 
         if key not in self.handles:
-            self.handles[key] = open(os.path.join(self.folder, f"{key}.rec"), "wb")  # noqa: SIM115
+            self.handles[key] = storage.open_file(storage.join(self.folder, f"{key}.rec"), "wb")
             self.pieces[key] = {"records": 0, "bytes": 0}
         self.pieces[key]["bytes"] += write_record(self.handles[key], record)
         self.pieces[key]["records"] += 1
@@ -279,11 +280,15 @@ class TextRunner:
         return tokens
 
     def run_chunk(self, index: int, on_progress: Progress) -> dict[str, Any]:
-        """Tokenize one chunk into its piece folder, atomically."""
-        final = storage.join(self.work, f"chunk-{index:05d}")
-        tmp = f"{final}.tmp-{os.getpid()}"
-        storage.remove(tmp)
-        os.makedirs(tmp)
+        """Tokenize one chunk into a folder of its own, then commit it with its marker.
+
+        Each attempt writes a fresh folder and the marker (written atomically, last) names
+        it: no folder is ever renamed (object stores such as gs:// cannot), and two attempts
+        at one chunk (a Beam retry) cannot mix their pieces.
+        """
+        folder = f"chunk-{index:05d}.{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp = storage.join(self.work, folder)
+        storage.makedirs(tmp)
         writer = ChunkWriter(
             tmp,
             self.options.pack,
@@ -335,19 +340,21 @@ class TextRunner:
             "pieces": pieces,
             "tokens": tokens,
             "skips": [asdict(s) for s in skips],
+            "folder": folder,
         }
-        with open(os.path.join(tmp, "chunk.json"), "w") as f:
-            f.write(json.dumps(info))
-        storage.remove(final)
-        os.replace(tmp, final)
+        storage.write_atomic(self._marker(index), json.dumps(info).encode())
         return info
 
+    def _marker(self, index: int) -> str:
+        return storage.join(self.work, f"chunk-{index:05d}.json")
+
     def _chunk_info(self, index: int) -> dict[str, Any] | None:
-        path = os.path.join(self.work, f"chunk-{index:05d}", "chunk.json")
+        marker = self._marker(index)
+        if not storage.exists(marker):
+            return None
         try:
-            with open(path) as f:
-                info: dict[str, Any] = json.load(f)
-        except (OSError, ValueError):
+            info: dict[str, Any] = json.loads(storage.read_bytes(marker))
+        except ValueError:
             return None
         return info if info.get("tokenizer") == self.tok.identity else None
 
@@ -392,11 +399,12 @@ class TextRunner:
         result = ShardResult(task.filename, task.split, task.index, 0, 0)
         pieces = []
         with storage.open_file(tmp, "wb") as out:
-            for index, info in enumerate(infos):
+            for info in infos:
                 piece = info.get("pieces", {}).get(key)
                 if not piece:
                     continue
-                with open(os.path.join(self.work, f"chunk-{index:05d}", f"{key}.rec"), "rb") as f:
+                path = storage.join(self.work, info["folder"], f"{key}.rec")
+                with storage.open_file(path, "rb") as f:
                     shutil.copyfileobj(f, out, 1 << 20)
                 result.num_records += piece["records"]
                 result.num_bytes += piece["bytes"]

@@ -298,9 +298,17 @@ def pool_runner(
 ) -> ShardRunner:
     """The default runner: each shard's items through processor, in a local process pool."""
 
+    # TensorFlow's ram:// file system lives in this process: worker processes cannot see it.
+    in_process = out_dir.startswith("ram://")
+
     def run(todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput:
         results = run_tasks(
-            todo, processor, out_dir, workers=workers, strict=strict, on_progress=on_progress
+            todo,
+            processor,
+            out_dir,
+            workers=1 if in_process else workers,
+            strict=strict,
+            on_progress=on_progress,
         )
         return RunOutput(results)
 

@@ -243,15 +243,13 @@ def test_kill_minus_nine_then_resume_gives_identical_bytes(
     work = killed / ".feedgpu-work"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if work.exists() and any(p.name == "chunk-00002" for p in work.iterdir()):
+        if work.exists() and any(p.name == "chunk-00002.json" for p in work.iterdir()):
             break
         time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (killed / "feedgpu.json").exists(), "the run finished before it could be killed"
-    done_before = {
-        p.name for p in work.iterdir() if p.name.startswith("chunk-") and ".tmp-" not in p.name
-    }
+    done_before = {p.name for p in work.iterdir() if p.name.endswith(".json")} - {"plan.json"}
     resumed = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     from feedgpu.cli import main
