@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import tempfile
 from collections.abc import Sequence
@@ -46,16 +45,12 @@ def main(argv: Sequence[str] | None = None) -> ServiceBenchResult:
     args = parser.parse_args(argv)
 
     import feedgpu
-    from feedgpu.bench import measure_pipeline
+    from feedgpu.bench import make_default_dataset, measure_pipeline
     from feedgpu.service import start_dispatcher, start_worker
 
     workdir = args.data or tempfile.mkdtemp(prefix="bench-service-")
-    data = os.path.join(workdir, "data")
-    if not os.path.exists(os.path.join(data, "feedgpu.json")):
-        feedgpu.write_sample_images(
-            os.path.join(workdir, "src"), num_classes=4, images_per_class=args.images // 4
-        )
-        feedgpu.convert_images(os.path.join(workdir, "src"), data, quiet=True)
+    # bench-input's own sample data (re-runs with --data reuse it: conversion is a no-op)
+    data = make_default_dataset(workdir, images_per_class=args.images // 4)
     spec = feedgpu.PipelineSpec.for_dataset(
         data,
         batch_size=args.batch_size,

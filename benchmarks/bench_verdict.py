@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -64,17 +63,13 @@ def main(argv: Sequence[str] | None = None) -> VerdictBenchResult:
     args = parser.parse_args(argv)
 
     import feedgpu
-    from feedgpu.bench import BenchOptions, bench_input
+    from feedgpu.bench import BenchOptions, bench_input, make_default_dataset
     from feedgpu.bench_report import verdict_for
     from feedgpu.stages import StageChanges
 
     workdir = args.data or tempfile.mkdtemp(prefix="bench-verdict-")
-    data = os.path.join(workdir, "data")
-    if not os.path.exists(os.path.join(data, "feedgpu.json")):
-        feedgpu.write_sample_images(
-            os.path.join(workdir, "src"), num_classes=4, images_per_class=args.images // 4
-        )
-        feedgpu.convert_images(os.path.join(workdir, "src"), data, quiet=True)
+    # bench-input's own sample data (re-runs with --data reuse it: conversion is a no-op)
+    data = make_default_dataset(workdir, images_per_class=args.images // 4)
     shares = [float(s) / 100 for s in args.shares.split(",")]
     if shares[0] != 0:
         shares.insert(0, 0.0)
