@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from feedgpu import format as fmt
+from feedgpu import storage
 from feedgpu.conversion import (
     ConversionReport,
     DatasetPlan,
@@ -178,8 +179,7 @@ class ImageProcessor:
         """One example per image; see `normalize_image` for what is kept and what is skipped."""
         rel, path, label, _ = item
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = storage.read_bytes(path)
         except OSError as e:
             raise SkipItem("unreadable", e.strerror or str(e)) from None
         encoded, height, width, kept = normalize_image(data, self.options)
@@ -327,6 +327,8 @@ def convert_images(
         strict=strict,
     )
     processor = ImageProcessor(options)
+    if src.startswith("ram://"):  # TensorFlow's in-memory file system: this process only
+        workers = 1
     if runner == "beam":
         from feedgpu.beam import beam_runner
 

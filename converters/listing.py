@@ -12,6 +12,7 @@ import posixpath
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from feedgpu import storage
 from feedgpu.errors import InputError, UsageError
 from feedgpu.shards import Skip
 
@@ -54,6 +55,8 @@ def walk_source(
     Raises:
         UsageError: src is not a readable folder.
     """
+    if storage.is_remote(src):
+        return _walk_remote(src, accept, reject_reason)
     if not os.path.isdir(src):
         raise UsageError(f"{src} is not a folder; give the folder that holds your data")
     files: list[SourceFile] = []
@@ -110,6 +113,26 @@ def walk_source(
                 files.append(SourceFile(rel, entry.path, st.st_size, st.st_mtime_ns))
         stack.extend(reversed(subdirs))
     files.sort(key=lambda f: f.rel)
+    return files, skips
+
+
+def _walk_remote(
+    src: str, accept: Callable[[str], bool], reject_reason: str
+) -> tuple[list[SourceFile], list[Skip]]:
+    """walk_source for gs:// and other tf.io.gfile file systems."""
+    if not storage.isdir(src):
+        raise UsageError(f"{src} is not a folder; give the folder that holds your data")
+    files: list[SourceFile] = []
+    skips: list[Skip] = []
+    for rel, size, mtime_ns in storage.walk_files(src):
+        parts = rel.split("/")
+        if any(p.startswith(".") for p in parts):
+            skips.append(Skip(rel, "hidden", "hidden file ignored"))
+        elif not accept(parts[-1]):
+            extension = posixpath.splitext(parts[-1])[1] or "(none)"
+            skips.append(Skip(rel, reject_reason, f"extension {extension}"))
+        else:
+            files.append(SourceFile(rel, storage.join(src, rel), size, mtime_ns))
     return files, skips
 
 

@@ -13,7 +13,9 @@ import os
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
+from feedgpu import storage
 from feedgpu.converters.listing import SourceFile, walk_source
 from feedgpu.errors import UsageError
 from feedgpu.shards import Skip
@@ -58,6 +60,8 @@ def list_text_files(src: str) -> tuple[list[SourceFile], list[Skip]]:
     """Files of a folder (walked as for images) or of a glob pattern such as corpus/*.jsonl.gz."""
     if not any(c in src for c in "*?["):
         return walk_source(src, is_text_name, "not a text file")
+    if storage.is_remote(src):
+        return _glob_remote(src)
     base = src.split("*")[0].split("?")[0].split("[")[0]
     base = base if base.endswith(os.sep) else os.path.dirname(base)
     files, skips = [], []
@@ -75,6 +79,25 @@ def list_text_files(src: str) -> tuple[list[SourceFile], list[Skip]]:
     return files, skips
 
 
+def _glob_remote(pattern: str) -> tuple[list[SourceFile], list[Skip]]:
+    import tensorflow as tf
+
+    base = pattern.split("*")[0].split("?")[0].split("[")[0].rsplit("/", 1)[0]
+    files, skips = [], []
+    for path in sorted(tf.io.gfile.glob(pattern)):
+        if tf.io.gfile.isdir(path):
+            continue
+        rel = path[len(base) + 1 :]
+        if is_text_name(path):
+            stat = tf.io.gfile.stat(path)
+            files.append(SourceFile(rel, path, int(stat.length), int(stat.mtime_nsec)))
+        else:
+            skips.append(Skip(rel, "not a text file", "extension not .txt/.jsonl(.gz)"))
+    if not files and not skips:
+        raise UsageError(f"{pattern}: the pattern matches no files")
+    return files, skips
+
+
 def _decode(raw: bytes, where: str, errors: str) -> str | Skip:
     try:
         return raw.decode("utf-8")
@@ -89,9 +112,24 @@ def _decode(raw: bytes, where: str, errors: str) -> str | Skip:
 
 
 def _open(path: str) -> Iterator[bytes]:
+    if storage.is_remote(path):
+        yield from _open_remote(path)
+        return
     opener = gzip.open if path.lower().endswith(".gz") else open
     with opener(path, "rb") as f:
         yield from f
+
+
+def _open_remote(path: str) -> Iterator[bytes]:
+    """Lines of a gfile (gs://...) file, streamed; its errors surface as OSError."""
+    import tensorflow as tf
+
+    try:
+        with storage.open_file(path, "rb") as raw:
+            lines: Any = gzip.GzipFile(fileobj=raw) if path.lower().endswith(".gz") else raw
+            yield from lines
+    except tf.errors.OpError as e:
+        raise OSError(e.message) from e
 
 
 def iter_documents(file: SourceFile, options: ReadOptions) -> Iterator[Document | Skip]:

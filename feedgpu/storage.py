@@ -41,6 +41,11 @@ def exists(path: str) -> bool:
     return bool(_gfile().exists(path)) if is_remote(path) else os.path.exists(path)
 
 
+def isdir(path: str) -> bool:
+    """True if path is a folder (a prefix with objects under it, remotely)."""
+    return bool(_gfile().isdir(path)) if is_remote(path) else os.path.isdir(path)
+
+
 def makedirs(path: str) -> None:
     """Create a folder and its parents; fine if it exists."""
     if is_remote(path):
@@ -105,7 +110,35 @@ def sync_files(paths: list[str]) -> None:
 
 
 def read_bytes(path: str) -> bytes:
-    """The whole content of a small file."""
-    with open_file(path, "rb") as f:
-        data: bytes = f.read()
-    return data
+    """The whole content of a file.
+
+    Raises:
+        OSError: it cannot be read (TensorFlow's errors for remote paths included).
+    """
+    if not is_remote(path):
+        with open(path, "rb") as f:
+            return f.read()
+    import tensorflow as tf
+
+    try:
+        with _gfile().GFile(path, "rb") as f:
+            remote: bytes = f.read()
+    except tf.errors.OpError as e:
+        raise OSError(e.message) from e
+    return remote
+
+
+def walk_files(root: str) -> list[tuple[str, int, int]]:
+    """(relative path, size, mtime_ns) of every file under a remote folder, sorted.
+
+    Object stores have no symlinks, devices or loops: a listing is all there is.
+    """
+    out = []
+    gfile = _gfile()
+    for folder, _, names in gfile.walk(root):
+        for name in names:
+            path = join(folder, name)
+            stat = gfile.stat(path)
+            rel = path[len(root.rstrip("/")) + 1 :]
+            out.append((rel, int(stat.length), int(stat.mtime_nsec)))
+    return sorted(out)
