@@ -89,19 +89,17 @@ def main(argv: Sequence[str] | None = None) -> VerdictBenchResult:
 
     base = run(0.0)
     e = base.end_to_end
-    steps_s = e.num_steps * base.batch_size / e.examples_per_s
-    wait0 = e.input_share * steps_s / e.num_steps  # mean real input wait per step
-    compute = steps_s / e.num_steps - wait0  # mean compute per step
+    wait0 = e.input_share * e.total_s / e.num_steps  # mean real input wait per step
+    compute = e.total_s / e.num_steps - wait0  # mean compute per step
     rows = []
     for target in shares:
         delay = target / (1 - target) * compute
         report = base if target == 0 else run(delay)
         r = report.end_to_end
-        total_s = r.num_steps * report.batch_size / r.examples_per_s
-        injected = delay * r.num_steps / total_s
+        injected = delay * r.num_steps / r.total_s
         # The stall plus the pipeline's own wait (per step, from the 0% row), as a share of
         # this run's measured step time (so a drift in compute time does not count as error).
-        expected = (delay + wait0) * r.num_steps / total_s
+        expected = (delay + wait0) * r.num_steps / r.total_s
         rows.append(
             VerdictRow(
                 target_share=target,

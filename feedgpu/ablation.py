@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from feedgpu.pipeline import PipelineSpec
+from feedgpu.pipeline import PipelineSpec, fits_memory_cache
 from feedgpu.stages import SKIPPABLE_STAGES, StageChanges
 
 # A stage is named only if making it free saves at least this share of the host time.
@@ -85,7 +85,7 @@ class AblationResult:
 def setting_variants(spec: PipelineSpec, split_bytes: int) -> list[tuple[str, dict[str, Any]]]:
     """Spec changes worth measuring for this spec: each could be kept as is."""
     variants: list[tuple[str, dict[str, Any]]] = []
-    if spec.cache is None and split_bytes <= spec.ram_budget_bytes // 2:
+    if spec.cache is None and fits_memory_cache(split_bytes, spec.ram_budget_bytes):
         variants.append(("cache='memory'", {"cache": "memory"}))
     if spec.deterministic:
         variants.append(("deterministic=False", {"deterministic": False}))

@@ -173,10 +173,8 @@ def bench_input(
     spec = spec.with_changes(drop_remainder=True, batch_size=options.batch_size, repeat=True)
     progress = _Progress(options.quiet)
 
-    distributed = setup.distributed
-
     def dataset(variant: PipelineSpec, stages: StageChanges) -> Any:
-        if not distributed:  # no distribution layer: it would add a prefetch of its own
+        if not setup.distributed:  # no distribution layer: it would add a prefetch of its own
             return build_pipeline(variant, None, stages)
 
         def per_worker(context: Any) -> Any:
@@ -185,15 +183,13 @@ def bench_input(
 
         return setup.strategy.distribute_datasets_from_function(per_worker)
 
-    def rate(variant: PipelineSpec, stages: StageChanges) -> float:
-        with progress.phase(f"ablation {len(measured) + 1}", "batch") as tick:
-            result = measure_pipeline(
-                iter(dataset(variant, stages)), options.ablation_seconds, tick
-            )
-        measured.append(result)
-        return result.examples_per_s
+    variants = itertools.count(1)
 
-    measured: list[PipelineRate] = []
+    def rate(variant: PipelineSpec, stages: StageChanges) -> float:
+        with progress.phase(f"ablation {next(variants)}", "batch") as tick:
+            batches = iter(dataset(variant, stages))
+            return measure_pipeline(batches, options.ablation_seconds, tick).examples_per_s
+
     data = dataset(spec, options.stages)
     with progress.phase("pipeline alone", "batch") as tick:
         alone = measure_pipeline(iter(data), options.seconds, tick)
@@ -215,7 +211,7 @@ def bench_input(
     # Resident batches: a few distinct ones, so bucketed text shows each shape it will meet.
     source = iter(data)
     resident = [next(source) for _ in range(8)]
-    if setup.device_type == "GPU" and not distributed:
+    if setup.device_type == "GPU" and not setup.distributed:
         with tf.device("/gpu:0"):
             resident = [tf.nest.map_structure(tf.identity, b) for b in resident]
     with progress.phase("compute ceiling") as tick:

@@ -50,6 +50,7 @@ class StepRate:
         wait_ms_median: median time blocked waiting for a batch.
         input_share: input wait over step time, summed over the timed steps.
         num_steps: timed steps.
+        total_s: the timed steps' total time (input wait included).
         warmup_steps: untimed steps (first steps and compiling shapes).
         loss_first: loss of the first timed step.
         loss_last: loss of the last timed step (lower: the model really trains).
@@ -61,6 +62,7 @@ class StepRate:
     wait_ms_median: float
     input_share: float
     num_steps: int
+    total_s: float
     warmup_steps: int
     loss_first: float | None
     loss_last: float | None
@@ -75,6 +77,7 @@ class StepRate:
             wait_ms_median=1000 * waits[len(waits) // 2] if waits else 0.0,
             input_share=times.input_share,
             num_steps=len(times.wait_s),
+            total_s=times.total_s,
             warmup_steps=times.warmup_steps,
             loss_first=times.losses[0] if times.losses else None,
             loss_last=times.losses[-1] if times.losses else None,
@@ -287,6 +290,7 @@ _STEPS = {
         "wait_ms_median",
         "input_share",
         "num_steps",
+        "total_s",
         "warmup_steps",
         "loss_first",
         "loss_last",
@@ -298,6 +302,7 @@ _STEPS = {
         "wait_ms_median": _RATE,
         "input_share": {"type": "number", "minimum": 0, "maximum": 1},
         "num_steps": {"type": "integer", "minimum": 0},
+        "total_s": {"type": "number", "minimum": 0},
         "warmup_steps": {"type": "integer", "minimum": 0},
         "loss_first": {"type": ["number", "null"]},
         "loss_last": {"type": ["number", "null"]},

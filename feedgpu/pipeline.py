@@ -29,6 +29,12 @@ TEXT_MODES = ("pad", "bucket", "packed")
 SERVICE_MODES = ("parallel_epochs", "distributed_epoch")
 
 
+def fits_memory_cache(split_bytes: int, ram_budget_bytes: int) -> bool:
+    """Whether caching a split's encoded records in memory is safe: half the RAM budget at
+    most, since shuffle and prefetch buffers need the rest."""
+    return split_bytes <= ram_budget_bytes // 2
+
+
 def _memory_bytes() -> int:
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
@@ -176,8 +182,8 @@ class PipelineSpec:
         reasons.append(("ram_budget_bytes", "half of this machine's memory"))
         size = int(info["num_bytes"])
         # Cache the encoded records when they fit comfortably: every later epoch skips I/O
-        # and parsing. Half the budget, since shuffle and prefetch buffers need the rest.
-        cache = "memory" if size <= budget // 2 else None
+        # and parsing.
+        cache = "memory" if fits_memory_cache(size, budget) else None
         reasons.append(
             (
                 "cache",

@@ -170,7 +170,7 @@ def test_an_injected_stall_is_measured_as_input_wait(images: str) -> None:
         ),
     )
     e = stalled.end_to_end
-    injected = delay * e.num_steps / (e.num_steps * stalled.batch_size / e.examples_per_s)
+    injected = delay * e.num_steps / e.total_s
     assert stalled.verdict == "highly input-bound", render_report(stalled)
     assert abs(e.input_share - injected) < 0.06, (e.input_share, injected)
     assert e.wait_ms_median >= 1000 * delay
@@ -331,7 +331,7 @@ def test_report_explains_a_gap_that_is_not_input_wait() -> None:
 
     def steps(rate: float, step_ms: float, share: float) -> StepRate:
         wait = step_ms * share
-        return StepRate(rate, step_ms, step_ms, wait, share, 10, 2, 1.0, 0.5)
+        return StepRate(rate, step_ms, step_ms, wait, share, 10, 10 * step_ms / 1000, 2, 1.0, 0.5)
 
     def report(end_to_end_rate: float, step_ms: float) -> str:
         return render_report(
