@@ -89,6 +89,8 @@ def setting_variants(spec: PipelineSpec, split_bytes: int) -> list[tuple[str, di
         variants.append(("cache='memory'", {"cache": "memory"}))
     if spec.deterministic:
         variants.append(("deterministic=False", {"deterministic": False}))
+    if not spec.autotune:  # off by default (see PipelineSpec); some hosts may gain from it
+        variants.append(("autotune=True", {"autotune": True}))
     return variants
 
 

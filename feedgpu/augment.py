@@ -161,14 +161,14 @@ def image_batches(ds: Any, spec: PipelineSpec, stages: StageChanges) -> Any:
     from feedgpu.stages import delayed
 
     augment = spec.training and "augment" not in stages.skip
+    parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": spec.deterministic}
 
     def transform(example: Any, seed: Any) -> Any:
-        crop_seed = seed if spec.seed is not None else None
         window = crop_window(
             example["height"],
             example["width"],
             augment,
-            crop_seed,
+            seed,
             spec.eval_crop_fraction,
             spec.crop_area,
             spec.crop_aspect,
@@ -179,16 +179,17 @@ def image_batches(ds: Any, spec: PipelineSpec, stages: StageChanges) -> Any:
             image = decode_crop_resize(example["image"], window, spec.image_size)
             image = delayed(image, stages.delay("decode"))
         if augment and spec.random_flip:
-            if spec.seed is None:
+            if seed is None:
                 image = tf.image.random_flip_left_right(image)
             else:
                 image = tf.image.stateless_random_flip_left_right(image, seed + 1)
         return finish_image(image, spec.dtype, spec.normalize), example["label"]
 
-    # Per-example seeds from a seeded stream: reproducible, and different every epoch.
-    seeds = tf.data.Dataset.random(seed=spec.seed or 0, rerandomize_each_iteration=True).batch(2)
-    ds = tf.data.Dataset.zip((ds, seeds))
-    ds = ds.map(transform, num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)
+    if spec.seed is None:  # stateful random ops: no seed stream to pay for per example
+        ds = ds.map(lambda example: transform(example, None), **parallel)
+    else:  # per-example seeds from a seeded stream: reproducible, and different every epoch
+        seeds = tf.data.Dataset.random(seed=spec.seed, rerandomize_each_iteration=True).batch(2)
+        ds = tf.data.Dataset.zip((ds, seeds)).map(transform, **parallel)
     return ds.batch(
         spec.batch_size,
         drop_remainder=spec.drop_remainder,
@@ -197,88 +198,113 @@ def image_batches(ds: Any, spec: PipelineSpec, stages: StageChanges) -> Any:
     )
 
 
-def text_batches(ds: Any, spec: PipelineSpec, labelled: bool, pack: int | None) -> Any:
-    """Batches of ids with attention masks.
+def text_batches(blocks: Any, spec: PipelineSpec, labelled: bool, pack: int | None) -> Any:
+    """Batches of ids with attention masks, from blocks of parsed examples.
 
-    Every mode batches first and then works on whole batches (one op per batch instead of
-    one per example: per-example stages cost ~100 µs each here): "pad" pads to max_length,
-    "packed" reshapes stored sequences, "bucket" sorts windows of batches by length and pads
-    each batch to the smallest boundary that holds it.
+    Text never becomes single examples: a tf.data stage costs more per element here than all
+    of a text example's real work. Blocks are gathered into groups of about shuffle_buffer
+    examples; each group's rows are permuted (the shuffle), sorted by length within windows
+    of BUCKET_WINDOW batches when bucketing, and cut into batches whose order is permuted
+    again. A batch is then gathered straight from the group's token buffer into its padded
+    shape: max_length ("pad"), the stored length ("packed"), or the smallest bucket boundary
+    holding its longest row ("bucket"). Rows longer than max_length keep their last id (the
+    closing special token). Without drop_remainder each group ends in a partial batch; with
+    it each group drops fewer than batch_size examples, at random, so all are seen over epochs.
     """
     import tensorflow as tf
 
-    pad = tf.constant(spec.pad_id, tf.int64)
-    length = spec.max_length
+    from feedgpu.pipeline import BLOCK
 
-    def output(x: Any, label: Any) -> Any:
-        return (x, label) if labelled else x
+    packed = spec.text_mode == "packed"
+    width = int(pack) if packed and pack else spec.max_length
+    keep = ("input_ids", "segment_ids", "positions") if packed else ("input_ids",)
+    bounds = tf.constant(sorted({*spec.bucket_boundaries, width}), tf.int64)
+    size = spec.batch_size
+    shuffle = spec.shuffle_buffer > 0
+    group_blocks = -(-max(spec.shuffle_buffer, size * BUCKET_WINDOW) // BLOCK)
 
-    if spec.text_mode == "packed":
+    def columns(block: Any) -> Any:  # ragged rows -> a token buffer and row lengths
+        ids = block["input_ids"]
+        out = {"count": ids.nrows(), "lengths": ids.row_lengths()}
+        out.update({k: block[k].flat_values for k in keep})
+        if labelled:
+            out["label"] = block["label"]
+        return out
 
-        def packed(batch: Any) -> Any:  # every sequence is `pack` long: static shapes
-            x = {
-                k: tf.reshape(batch[k], [-1, pack])
-                for k in ("input_ids", "segment_ids", "positions")
-            }
-            x["attention_mask"] = tf.cast(x["segment_ids"] > 0, tf.int32)
-            return output(x, batch.get("label"))
+    def group(blocks: Any, seed: Any) -> Any:
+        lengths = blocks["lengths"]  # [blocks, BLOCK], zero-padded
+        span = tf.shape(blocks["input_ids"], tf.int64)[1]  # tokens per block, padded
+        starts = tf.cumsum(lengths, axis=1, exclusive=True)
+        starts += tf.range(tf.shape(lengths, tf.int64)[0])[:, None] * span
+        real = tf.sequence_mask(blocks["count"], tf.shape(lengths)[1])
+        rows = {"start": tf.boolean_mask(starts, real), "length": tf.boolean_mask(lengths, real)}
+        if labelled:
+            rows["label"] = tf.boolean_mask(blocks["label"], real)
+        count = tf.size(rows["length"], tf.int64)
+        order = tf.range(count)
+        if shuffle:
+            order = tf.random.experimental.stateless_shuffle(order, seed)
+        if spec.text_mode == "bucket":  # sort by length within each window of batches
+            window = tf.range(count) // (size * BUCKET_WINDOW)
+            key = window * (width + 1) + tf.minimum(tf.gather(rows["length"], order), width)
+            order = tf.gather(order, tf.argsort(key, stable=True))
+        full = count // size
+        in_batches = tf.reshape(order[: full * size], [full, size])
+        if shuffle:  # batches sorted by length must not come in length order
+            batches = tf.random.experimental.stateless_shuffle(tf.range(full), seed + 1)
+            in_batches = tf.gather(in_batches, batches)
+        # The token buffers are shared by the group's batches, not copied per batch.
+        tokens = {k: tf.reshape(blocks[k], [-1]) for k in keep}
 
-        ds = ds.batch(spec.batch_size, drop_remainder=spec.drop_remainder)
-        return ds.map(packed, num_parallel_calls=tf.data.AUTOTUNE)
+        def gather(rows_of: Any) -> Any:
+            return {k: tf.gather(v, rows_of) for k, v in rows.items()}
 
-    def padded(batch: Any, width: Any) -> Any:
-        """Ragged ids to [B, width] with a mask; rows cut at width keep their last id (the
-        closing special token)."""
-        ids = batch["input_ids"]  # ragged [B, (n)]
-        if isinstance(width, int):  # static: XLA sees one shape
-            dense = ids.to_tensor(default_value=pad, shape=[None, width])
-        else:  # a bucket's width: pad (or cut) to it
-            dense = ids.to_tensor(default_value=pad)[:, :width]
-            dense = tf.pad(
-                dense, [[0, 0], [0, width - tf.shape(dense, tf.int64)[1]]], constant_values=pad
+        ds = tf.data.Dataset.from_tensor_slices(gather(in_batches))
+        if not spec.drop_remainder:  # the partial batch, if any
+            rest = tf.data.Dataset.from_tensors(gather(order[full * size :]))
+            ds = ds.concatenate(rest.filter(lambda b: tf.size(b["length"]) > 0))
+        return tf.data.Dataset.zip((ds, tf.data.Dataset.from_tensors(tokens).repeat()))
+
+    def padded(batch: Any, tokens: Any) -> Any:
+        length = batch["length"]
+        kept = tf.minimum(length, width)
+        if spec.text_mode == "bucket":
+            longest = tf.reshape(tf.reduce_max(kept), [1])
+            pad_to = tf.gather(bounds, tf.searchsorted(bounds, longest))[0]
+        else:  # a static width: XLA sees one shape
+            pad_to = width
+        start = batch["start"]
+        index = tf.ragged.range(start, start + kept).flat_values
+        # A row cut at `width` keeps its own last id (the closing special token).
+        over = tf.where(length > kept)
+        last = tf.gather_nd(tf.cumsum(kept), over) - 1
+        index = tf.tensor_scatter_nd_update(
+            index, last[:, None], tf.gather_nd(start + length - 1, over)
+        )
+        rows = size if spec.drop_remainder else None
+        shape = [rows, pad_to if isinstance(pad_to, int) else None]
+        dense_shape = tf.stack([tf.size(kept, tf.int64), tf.cast(pad_to, tf.int64)])
+        x = {}
+        for k in keep:
+            values = tf.RaggedTensor.from_row_lengths(
+                tf.gather(tokens[k], index), kept, validate=False
             )
-        cut = tf.cast(width, tf.int64)
-        over = tf.where(tf.cast(ids.row_lengths(), tf.int64) > cut)[:, 0]
-        limits = tf.cast(ids.row_limits(), tf.int64)
-        last = tf.gather(ids.flat_values, tf.gather(limits, over) - 1)
-        where = tf.stack([over, tf.fill(tf.shape(over), cut - 1)], 1)
-        dense = tf.tensor_scatter_nd_update(dense, where, last)
-        x = {"input_ids": dense, "attention_mask": tf.cast(dense != pad, tf.int32)}
-        return output(x, batch.get("label"))
+            pad = tf.constant(spec.pad_id if k == "input_ids" else 0, values.dtype)
+            x[k] = tf.ensure_shape(values.to_tensor(pad, shape=dense_shape), shape)
+        if packed:  # documents in a pack are told apart by segment; 0 marks padding
+            mask = tf.cast(x["segment_ids"] > 0, tf.int32)
+        else:
+            mask = tf.sequence_mask(kept, pad_to, tf.int32)
+        x["attention_mask"] = tf.ensure_shape(mask, shape)
+        return (x, tf.ensure_shape(batch["label"], [rows])) if labelled else x
 
-    if spec.text_mode == "pad":
-        ds = ds.ragged_batch(spec.batch_size, drop_remainder=spec.drop_remainder)
-        return ds.map(lambda b: padded(b, length), num_parallel_calls=tf.data.AUTOTUNE)
-
-    # Bucketing, batch first: windows of BUCKET_WINDOW batches are sorted by length and cut
-    # into batches, each padded to the smallest boundary that holds its longest row. One op
-    # per window and per batch instead of several per example (measured: per-example stages
-    # cost ~100 µs each here). Batches are then shuffled, so lengths do not come in order.
-    bounds = tf.constant(sorted({*spec.bucket_boundaries, length}), tf.int64)
-    batch_size = spec.batch_size
-
-    def split_window(window: Any) -> Any:
-        window = {k: window[k] for k in keep}
-        lengths = window["input_ids"].row_lengths()
-        order = tf.argsort(tf.minimum(lengths, length), stable=True)
-        window = {k: tf.gather(v, order) for k, v in window.items()}
-        count = tf.size(lengths, tf.int64)
-        batches = count // batch_size if spec.drop_remainder else -(-count // batch_size)
-
-        def batch_at(i: Any) -> Any:
-            return {k: v[i * batch_size : (i + 1) * batch_size] for k, v in window.items()}
-
-        return tf.data.Dataset.range(batches).map(batch_at)
-
-    def to_bucket(batch: Any) -> Any:
-        longest = tf.cast(tf.reduce_max(batch["input_ids"].row_lengths()), tf.int64)
-        longest = tf.minimum(longest, length)
-        width = tf.gather(bounds, tf.searchsorted(bounds, tf.reshape(longest, [1])))[0]
-        return padded(batch, width)
-
-    keep = ("input_ids", "label") if labelled else ("input_ids",)
-    ds = ds.ragged_batch(batch_size * BUCKET_WINDOW).flat_map(split_window)
-    ds = ds.map(to_bucket, num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)
-    if spec.training:
-        ds = ds.shuffle(BUCKET_WINDOW, seed=spec.seed)
-    return ds
+    blocks = blocks.map(columns)
+    if shuffle:
+        blocks = blocks.shuffle(group_blocks, seed=spec.seed, reshuffle_each_iteration=True)
+    if spec.repeat:
+        blocks = blocks.repeat()
+    # Seeds per group from a seeded stream: reproducible with spec.seed, new every epoch.
+    seeds = tf.data.Dataset.random(seed=spec.seed, rerandomize_each_iteration=True).batch(2)
+    ds = tf.data.Dataset.zip((blocks.padded_batch(group_blocks), seeds))
+    ds = ds.flat_map(group)
+    return ds.map(padded, num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)

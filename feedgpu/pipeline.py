@@ -3,10 +3,12 @@
 The order of stages, and why (each is a classic way to starve an accelerator when wrong):
 list shard files (shuffled per epoch when training: cheap, and it decorrelates shards) ->
 shard by `tf.distribute.InputContext` (before anything expensive, so hosts read disjoint files) ->
-parallel interleave of TFRecord readers (I/O from several files at once) -> parse ->
-cache (before random work, so augmentation still differs per epoch) -> shuffle ->
-parallel map (decode-and-crop, augment) -> batch, with `drop_remainder` when training so XLA
-sees one static shape -> prefetch (to the GPU when there is one). AUTOTUNE throughout.
+parallel interleave of TFRecord readers (I/O from several files at once), handing over blocks
+of records -> one vectorised parse per block -> cache (before random work, so augmentation
+still differs per epoch) -> images: shuffle, parallel map (decode-and-crop, augment), batch;
+text: stays in blocks, shuffled, bucketed and padded a group of blocks at a time (see
+`augment.text_batches`) -> `drop_remainder` when training so XLA sees static shapes ->
+prefetch (to the GPU when there is one). AUTOTUNE parallelism throughout.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ logger = logging.getLogger(__name__)
 DTYPES = ("float32", "bfloat16", "float16", "uint8")
 TEXT_MODES = ("pad", "bucket", "packed")
 SERVICE_MODES = ("parallel_epochs", "distributed_epoch")
+# Records read, parsed and cached together: one op per block instead of one per record (a
+# tf.data stage costs 20-60 us per element on these hosts, more than parsing a text record).
+BLOCK = 256
 
 
 def fits_memory_cache(split_bytes: int, ram_budget_bytes: int) -> bool:
@@ -77,7 +82,12 @@ class PipelineSpec:
         repeat: repeat epochs inside the pipeline (after the shuffle, so epochs stay distinct),
             for `model.fit(steps_per_epoch=...)` and endless loops: the parallel stages and
             the prefetch buffer then run on across epoch boundaries instead of draining.
-        ram_budget_bytes: tf.data autotuning may use this much memory for buffers.
+        ram_budget_bytes: memory the cache decision and tf.data's autotuner may plan for.
+        autotune: let tf.data's autotuner set parallelism and buffer sizes while running.
+            Off by default, so AUTOTUNE stages run one thread per core: measured here (TF
+            2.21, 2 cores), the autotuner left the image decode map on one core in about
+            half of the epochs (~570 vs ~1,100 img/s, the cores half idle), and with it off
+            every epoch ran at 1,000+ (benchmarks/RESULTS.md).
         ignore_errors: skip records that fail to read or parse instead of failing.
         prefetch_to_device: prefetch batches onto the first GPU when there is one.
         service: tf.data service address (grpc://host:port), to run the pipeline remotely.
@@ -111,6 +121,7 @@ class PipelineSpec:
     seed: int | None = None
     repeat: bool = False
     ram_budget_bytes: int = 2 << 30
+    autotune: bool = False
     ignore_errors: bool = False
     prefetch_to_device: bool = True
     service: str | None = None
@@ -298,7 +309,11 @@ def _parse_spec(manifest: dict[str, Any]) -> dict[str, Any]:
     spec = {}
     for f in fmt.features_from_manifest(manifest):
         dtype = {"string": tf.string, "int64": tf.int64, "float32": tf.float32}[f.dtype]
-        spec[f.name] = tf.io.RaggedFeature(dtype) if f.shape else tf.io.FixedLenFeature([], dtype)
+        spec[f.name] = (
+            tf.io.RaggedFeature(dtype, row_splits_dtype=tf.int64)
+            if f.shape
+            else tf.io.FixedLenFeature([], dtype)
+        )
     return spec
 
 
@@ -358,9 +373,11 @@ def read_dataset(spec: PipelineSpec, input_context: Any = None) -> Any:
     return _examples(spec, fmt.read_manifest(spec.data_dir), input_context, StageChanges())
 
 
-def _examples(
+def _blocks(
     spec: PipelineSpec, manifest: dict[str, Any], input_context: Any, stages: StageChanges
 ) -> Any:
+    """Parsed examples in blocks of up to BLOCK (dicts of batched tensors; variable-length
+    features ragged), cached as the spec says: read, parsed and cached a block at a time."""
     import tensorflow as tf
 
     identity = manifest.get("tokenizer", {}).get("identity")
@@ -386,39 +403,48 @@ def _examples(
         ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     if spec.shuffle_files:
         ds = ds.shuffle(len(files), seed=spec.seed, reshuffle_each_iteration=True)
-    ds = ds.interleave(
-        _resilient_reader if spec.ignore_errors else _reader,
-        cycle_length=spec.cycle_length,
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=spec.deterministic,
-    )
-    if "read" in stages.skip:
-        ds = ds.take(HELD_RECORDS).cache().repeat()
     parse_spec = _parse_spec(manifest)
+    interleave = {
+        "cycle_length": spec.cycle_length,
+        "num_parallel_calls": tf.data.AUTOTUNE,
+        "deterministic": spec.deterministic,
+    }
     if spec.ignore_errors:  # one record at a time, so a bad record costs only itself
+        ds = ds.interleave(_resilient_reader, **interleave)
+        if "read" in stages.skip:
+            ds = ds.take(HELD_RECORDS).cache().repeat()
         ds = ds.map(
             lambda record: tf.io.parse_single_example(record, parse_spec),
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=spec.deterministic,
         )
-    else:  # one vectorised parse per 256 records: ~1.9x records/s for text, ~1.2x for images
-        ds = (
-            ds.batch(256)
-            .map(
-                lambda records: tf.io.parse_example(records, parse_spec),
-                num_parallel_calls=tf.data.AUTOTUNE,
-                deterministic=spec.deterministic,
-            )
-            .unbatch()
+        ds = ds.ignore_errors().ragged_batch(BLOCK)
+    else:
+        # Blocks are formed inside each file's reader: a parallel interleave costs ~20 us per
+        # element here, so handing over blocks instead of records reads ~4x more records/s.
+        ds = ds.interleave(lambda path: _reader(path).batch(BLOCK), **interleave)
+        ds = ds.rebatch(BLOCK)  # whole blocks across files' ends: groups count on it
+        if "read" in stages.skip:
+            ds = ds.take(HELD_RECORDS // BLOCK).cache().repeat()
+        ds = ds.map(
+            lambda records: tf.io.parse_example(records, parse_spec),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=spec.deterministic,
         )
-    if spec.ignore_errors:
-        ds = ds.ignore_errors()
     if "parse" in stages.skip:
-        ds = ds.take(HELD_RECORDS).cache().repeat()
+        ds = ds.take(HELD_RECORDS // BLOCK).cache().repeat()
     if spec.cache == "memory":
         ds = ds.cache()
     elif spec.cache:
         ds = ds.cache(spec.cache)
+    return ds
+
+
+def _examples(
+    spec: PipelineSpec, manifest: dict[str, Any], input_context: Any, stages: StageChanges
+) -> Any:
+    """The blocks as single examples, shuffled and repeated as the spec says."""
+    ds = _blocks(spec, manifest, input_context, stages).unbatch()
     if spec.shuffle_buffer:
         ds = ds.shuffle(spec.shuffle_buffer, seed=spec.seed, reshuffle_each_iteration=True)
     if spec.repeat:
@@ -443,10 +469,10 @@ def build_pipeline(
     manifest = fmt.read_manifest(spec.data_dir)
     labelled = any(f.kind == "class_label" for f in fmt.features_from_manifest(manifest))
     stages = stages or StageChanges()
-    ds = _examples(spec, manifest, input_context, stages)
     if spec.kind == "image":
-        ds = image_batches(ds, spec, stages)
-    else:
+        ds = image_batches(_examples(spec, manifest, input_context, stages), spec, stages)
+    else:  # text stays in blocks until it is batched: per-example stages are what cost here
+        ds = _blocks(spec, manifest, input_context, stages)
         ds = text_batches(ds, spec, labelled, manifest.get("options", {}).get("pack"))
     if stages.delay("batch"):
         ds = ds.apply(sleep_elements(stages.delay("batch")))
@@ -458,6 +484,7 @@ def build_pipeline(
         )
     options = tf.data.Options()
     options.deterministic = spec.deterministic
+    options.autotune.enabled = spec.autotune
     options.autotune.ram_budget = spec.ram_budget_bytes
     options.experimental_optimization.map_parallelization = True
     ds = ds.with_options(options)

@@ -231,3 +231,47 @@ def test_bucketing_keeps_every_example_once_with_its_ids(text_data: Path) -> Non
     assert rows(bucketed) == rows(spec)  # same examples, same ids, whatever the bucket
     widths = {x["input_ids"].shape[1] for x, _ in feedgpu.build_pipeline(bucketed)}
     assert widths <= set(bucketed.bucket_boundaries) | {bucketed.max_length}
+
+
+def _text_rows(ds: tf.data.Dataset) -> list[tuple[tuple[int, ...], int]]:
+    """Every row of every batch as (its real ids, its label)."""
+    out = []
+    for x, y in ds:
+        for ids, mask, label in zip(
+            x["input_ids"].numpy(), x["attention_mask"].numpy(), y.numpy(), strict=True
+        ):
+            out.append((tuple(int(i) for i in ids[mask == 1]), int(label)))
+    return out
+
+
+def test_text_training_shuffles_each_epoch_and_drops_different_examples(text_data: Path) -> None:
+    spec = PipelineSpec.for_dataset(
+        str(text_data), batch_size=7, training=True, text_mode="bucket", seed=7
+    )
+    everything = spec.with_changes(training=False, shuffle_buffer=0, drop_remainder=False)
+    every = sorted(_text_rows(feedgpu.build_pipeline(everything)))
+    ds = feedgpu.build_pipeline(spec)
+    first, second = _text_rows(ds), _text_rows(ds)
+    for epoch in (first, second):  # whole batches of distinct examples, none invented
+        assert len(epoch) == len(every) // 7 * 7
+        assert len(set(epoch)) == len(epoch) and set(epoch) <= set(every)
+    assert first != second  # a new order every epoch
+    assert first == _text_rows(feedgpu.build_pipeline(spec))  # the seed pins it
+    assert first != _text_rows(feedgpu.build_pipeline(spec.with_changes(seed=8)))
+    assert len(every) % 7  # so drop_remainder leaves some out: not always the same ones
+    left_out = [frozenset(set(every) - set(_text_rows(ds))) for _ in range(4)]
+    assert len(set(left_out)) > 1
+
+
+def test_text_eval_and_ignore_errors_deliver_every_example(text_data: Path) -> None:
+    spec = PipelineSpec.for_dataset(str(text_data), batch_size=7, max_length=16)
+    assert not spec.drop_remainder and spec.shuffle_buffer == 0
+    expected = []
+    for e in feedgpu.read_dataset(spec):
+        ids = tuple(int(i) for i in e["input_ids"].numpy())
+        expected.append((ids if len(ids) <= 16 else (*ids[:15], ids[-1]), int(e["label"])))
+    got = _text_rows(feedgpu.build_pipeline(spec))
+    assert sorted(got) == sorted(expected) and len(expected) > 7
+    assert sorted(
+        _text_rows(feedgpu.build_pipeline(spec.with_changes(ignore_errors=True)))
+    ) == sorted(expected)
