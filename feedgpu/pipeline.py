@@ -377,7 +377,7 @@ def _blocks(
     spec: PipelineSpec, manifest: dict[str, Any], input_context: Any, stages: StageChanges
 ) -> Any:
     """Parsed examples in blocks of up to BLOCK (dicts of batched tensors; variable-length
-    features ragged), cached as the spec says: read, parsed and cached a block at a time."""
+    features ragged): read and parsed a block at a time."""
     import tensorflow as tf
 
     identity = manifest.get("tokenizer", {}).get("identity")
@@ -433,18 +433,22 @@ def _blocks(
         )
     if "parse" in stages.skip:
         ds = ds.take(HELD_RECORDS // BLOCK).cache().repeat()
-    if spec.cache == "memory":
-        ds = ds.cache()
-    elif spec.cache:
-        ds = ds.cache(spec.cache)
     return ds
+
+
+def _cached(ds: Any, spec: PipelineSpec) -> Any:
+    if spec.cache == "memory":
+        return ds.cache()
+    return ds.cache(spec.cache) if spec.cache else ds
 
 
 def _examples(
     spec: PipelineSpec, manifest: dict[str, Any], input_context: Any, stages: StageChanges
 ) -> Any:
-    """The blocks as single examples, shuffled and repeated as the spec says."""
-    ds = _blocks(spec, manifest, input_context, stages).unbatch()
+    """Single examples, cached, shuffled and repeated as the spec says. Cached one by one,
+    not in blocks: each epoch's shuffle then takes references instead of copying every
+    encoded image out of its block (~3% images/s here)."""
+    ds = _cached(_blocks(spec, manifest, input_context, stages).unbatch(), spec)
     if spec.shuffle_buffer:
         ds = ds.shuffle(spec.shuffle_buffer, seed=spec.seed, reshuffle_each_iteration=True)
     if spec.repeat:
@@ -472,7 +476,7 @@ def build_pipeline(
     if spec.kind == "image":
         ds = image_batches(_examples(spec, manifest, input_context, stages), spec, stages)
     else:  # text stays in blocks until it is batched: per-example stages are what cost here
-        ds = _blocks(spec, manifest, input_context, stages)
+        ds = _cached(_blocks(spec, manifest, input_context, stages), spec)
         ds = text_batches(ds, spec, labelled, manifest.get("options", {}).get("pack"))
     if stages.delay("batch"):
         ds = ds.apply(sleep_elements(stages.delay("batch")))
