@@ -10,7 +10,7 @@ import tensorflow as tf
 
 import feedgpu
 from feedgpu import DatasetError, ImageOptions, PipelineSpec, TextOptions, UsageError
-from feedgpu.augment import choose_boundaries, padding_waste
+from feedgpu.augment import choose_boundaries, decode_crop_resize, padding_waste
 
 
 @pytest.fixture
@@ -275,3 +275,15 @@ def test_text_eval_and_ignore_errors_deliver_every_example(text_data: Path) -> N
     assert sorted(
         _text_rows(feedgpu.build_pipeline(spec.with_changes(ignore_errors=True)))
     ) == sorted(expected)
+
+
+def test_flipping_the_crop_before_resizing_mirrors_the_output(image_data: Path) -> None:
+    spec = PipelineSpec.for_dataset(str(image_data))
+    example = next(iter(feedgpu.read_dataset(spec)))
+    window = tf.stack(
+        [0, 0, tf.cast(example["height"], tf.int32), tf.cast(example["width"], tf.int32)]
+    )
+    plain = decode_crop_resize(example["image"], window, (20, 30), tf.constant(False)).numpy()
+    flipped = decode_crop_resize(example["image"], window, (20, 30), tf.constant(True)).numpy()
+    assert plain.std() > 1  # a real image, not a blank one
+    np.testing.assert_allclose(flipped, plain[:, ::-1], atol=1e-3)
