@@ -8,6 +8,7 @@ checked against TensorFlow's own parser and reader in the tests.
 from __future__ import annotations
 
 import io
+import itertools
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any, Union, cast
@@ -79,14 +80,9 @@ def varint_runs(values: Any, run_lengths: Sequence[int]) -> list[PackedVarints]:
     if not array.size:
         return [PackedVarints(b"") for _ in run_lengths]
     encoded, sizes = _varints_numpy(array, with_sizes=True)
-    ends = np.cumsum(sizes)
-    id_ends = np.cumsum(np.asarray(run_lengths, dtype=np.int64))
-    byte_ends = [int(ends[e - 1]) if e else 0 for e in id_ends]
-    out, start = [], 0
-    for end in byte_ends:
-        out.append(PackedVarints(encoded[start:end]))
-        start = end
-    return out
+    byte_ends = np.concatenate([[0], np.cumsum(sizes)])
+    bounds = byte_ends[np.concatenate([[0], np.cumsum(run_lengths, dtype=np.int64)])].tolist()
+    return [PackedVarints(encoded[a:b]) for a, b in itertools.pairwise(bounds)]
 
 
 def _varints_numpy(values: Any, with_sizes: bool = False) -> Any:
@@ -264,6 +260,16 @@ def write_record(stream: IO[bytes], data: bytes) -> int:
     stream.write(data)
     stream.write(struct.pack("<I", _masked_crc(data)))
     return len(data) + 16
+
+
+def frame_records(records: Sequence[bytes]) -> bytes:
+    """Many TFRecords as one bytes object: one write instead of three per record."""
+    parts = []
+    for data in records:
+        length = struct.pack("<Q", len(data))
+        parts += [length, struct.pack("<I", _masked_crc(length)), data]
+        parts.append(struct.pack("<I", _masked_crc(data)))
+    return b"".join(parts)
 
 
 def frame_record(data: bytes) -> bytes:
