@@ -42,7 +42,7 @@ def _varint(value: int) -> bytes:
 
 def _field(number: int, payload: bytes) -> bytes:
     """A length-delimited protobuf field (wire type 2)."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+    return _header(number, len(payload)) + payload
 
 
 def encode_varints(values: Sequence[int]) -> bytes:
@@ -132,7 +132,13 @@ def _feature(value: FeatureValue) -> bytes:
 
 
 def _header(number: int, length: int) -> bytes:
-    return _varint(number << 3 | 2) + _varint(length)
+    """A length-delimited field's tag and length. Called several times per example: one-byte
+    tags and lengths (the usual case) skip _varint's calls."""
+    tag = _ONE_BYTE[number << 3 | 2] if number < 16 else _varint(number << 3 | 2)
+    return tag + (_ONE_BYTE[length] if length < 128 else _varint(length))
+
+
+_KEYS: dict[str, bytes] = {}
 
 
 def encode_example(features: Mapping[str, FeatureValue]) -> bytes:
@@ -144,7 +150,9 @@ def encode_example(features: Mapping[str, FeatureValue]) -> bytes:
     parts: list[bytes] = []
     for name in sorted(features):
         value = features[name]
-        key = _field(1, name.encode("utf-8"))
+        key = _KEYS.get(name)
+        if key is None:  # feature names repeat in every example: encoded once
+            key = _KEYS[name] = _field(1, name.encode("utf-8"))
         if isinstance(value, bytes) and len(value) > 1024 and not isinstance(value, PackedVarints):
             inner = _header(1, len(value))  # BytesList.value
             kind = _header(_KIND_BYTES, len(inner) + len(value))
