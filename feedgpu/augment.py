@@ -291,8 +291,8 @@ def text_batches(blocks: Any, spec: PipelineSpec, labelled: bool, pack: int | No
         index = tf.tensor_scatter_nd_update(
             index, last[:, None], tf.gather_nd(start + length - 1, over)
         )
-        rows = size if spec.drop_remainder else None
-        shape = [rows, pad_to if isinstance(pad_to, int) else None]
+        batch_rows = size if spec.drop_remainder else None
+        shape = [batch_rows, pad_to if isinstance(pad_to, int) else None]
         dense_shape = tf.stack([tf.size(kept, tf.int64), tf.cast(pad_to, tf.int64)])
         x = {}
         for k in keep:
@@ -306,7 +306,7 @@ def text_batches(blocks: Any, spec: PipelineSpec, labelled: bool, pack: int | No
         else:
             mask = tf.sequence_mask(kept, pad_to, tf.int32)
         x["attention_mask"] = tf.ensure_shape(mask, shape)
-        return (x, tf.ensure_shape(batch["label"], [rows])) if labelled else x
+        return (x, tf.ensure_shape(batch["label"], [batch_rows])) if labelled else x
 
     blocks = blocks.map(columns)
     if shuffle:

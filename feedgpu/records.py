@@ -7,7 +7,6 @@ checked against TensorFlow's own parser and reader in the tests.
 
 from __future__ import annotations
 
-import io
 import itertools
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -260,13 +259,20 @@ def _masked_crc(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def write_record(stream: IO[bytes], data: bytes) -> int:
-    """Append one TFRecord (length, its masked CRC32C, data, its masked CRC32C) to stream,
-    without copying data; returns the bytes written."""
+def _framing(data: bytes) -> tuple[bytes, bytes]:
+    """What goes before one record's data (its length and the length's masked CRC32C) and
+    after it (the data's masked CRC32C): the TFRecord format."""
     length = struct.pack("<Q", len(data))
-    stream.write(length + struct.pack("<I", _masked_crc(length)))
+    head = length + struct.pack("<I", _masked_crc(length))
+    return head, struct.pack("<I", _masked_crc(data))
+
+
+def write_record(stream: IO[bytes], data: bytes) -> int:
+    """Append one TFRecord to stream, without copying data; returns the bytes written."""
+    head, tail = _framing(data)
+    stream.write(head)
     stream.write(data)
-    stream.write(struct.pack("<I", _masked_crc(data)))
+    stream.write(tail)
     return len(data) + 16
 
 
@@ -274,17 +280,14 @@ def frame_records(records: Sequence[bytes]) -> bytes:
     """Many TFRecords as one bytes object: one write instead of three per record."""
     parts = []
     for data in records:
-        length = struct.pack("<Q", len(data))
-        parts += [length, struct.pack("<I", _masked_crc(length)), data]
-        parts.append(struct.pack("<I", _masked_crc(data)))
+        head, tail = _framing(data)
+        parts += [head, data, tail]
     return b"".join(parts)
 
 
 def frame_record(data: bytes) -> bytes:
     """One TFRecord as bytes (for building files in memory)."""
-    buffer = io.BytesIO()
-    write_record(buffer, data)
-    return buffer.getvalue()
+    return frame_records([data])
 
 
 class RecordError(ValueError):
