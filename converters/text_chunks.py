@@ -9,6 +9,7 @@ pieces concatenated in chunk order, so the bytes do not depend on thread counts.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -27,9 +28,10 @@ from feedgpu.converters.listing import (
     hash_split,
     parse_split_fractions,
 )
+from feedgpu.converters.text_examples import BuiltExamples, ExampleBuilder
 from feedgpu.converters.text_sources import Document, iter_documents
 from feedgpu.converters.tokenizer import TextTokenizer
-from feedgpu.records import encode_example, varint_runs
+from feedgpu.records import encode_example
 from feedgpu.shards import (
     WORK_DIR,
     Progress,
@@ -152,6 +154,11 @@ class TextRunner:
         self.fractions = parse_split_fractions(options.split) if options.split else {"train": 1.0}
         before, after = tokenizer.special_ids() if options.special else ([], [])
         self.before, self.after = before, after
+        self.examples: ExampleBuilder | None = None  # one example per document: built in-graph
+        if options.stride is None and options.pack is None:
+            self.examples = ExampleBuilder(
+                before, after, options.max_length, tokenizer.unk_id, bool(label_names)
+            )
         self.work = storage.join(plan.out_dir, WORK_DIR)
         self.use_fast = False
         self.parity: dict[str, Any] = {}
@@ -172,30 +179,27 @@ class TextRunner:
                 yield doc, source
 
     # -- tokenizing ------------------------------------------------------------------------
-    def _tokenize_fast(self, texts: list[str]) -> list[Any]:
-        import tensorflow as tf
+    def _tokenize(self, texts: list[str]) -> tuple[Any, Any]:
+        """Ids of texts without special tokens: concatenated (int64 numpy), and per text."""
+        import numpy as np
 
-        ragged = self.tok.fast().tokenize(tf.constant(texts))  # [batch, (tokens)]
-        values, splits = ragged.flat_values.numpy(), ragged.row_splits.numpy()
-        return [values[splits[i] : splits[i + 1]] for i in range(len(texts))]
-
-    def _tokenize(self, texts: list[str]) -> list[Any]:
         if not self.use_fast:
-            return self.tok.encode_reference(texts)
-        ids = self._tokenize_fast(texts)
-        redo = [i for i, t in enumerate(texts) if self.tok.needs_reference(t)]
-        if redo:
-            for i, exact in zip(
-                redo, self.tok.encode_reference([texts[i] for i in redo]), strict=True
-            ):
-                ids[i] = exact
-        return ids
+            return _flat(self.tok.encode_reference(texts))
+        values, lengths, redo = self.tok.fast_ids(texts)
+        if not redo:
+            return values, lengths
+        per_text = np.split(values, np.cumsum(lengths)[:-1])
+        for i, exact in zip(redo, self.tok.encode_reference([texts[i] for i in redo]), strict=True):
+            per_text[i] = np.asarray(exact, dtype=np.int64)
+        return _flat(per_text)
 
     def check_parity(self) -> None:
         """Fast path vs HF on the first documents; any difference and HF is used throughout."""
         if not self.tok.fast_capable:
             self.parity = {"path": "hf", "reason": "not a BERT WordPiece tokenizer"}
             return
+        import numpy as np
+
         sample: list[str] = []
         chars = 0
         for doc, _ in (d for chunk in self.chunks for d in self._documents(chunk)):
@@ -204,9 +208,12 @@ class TextRunner:
                 chars += len(doc.text)
                 if chars >= PARITY_SAMPLE_CHARS:
                     break
-        fast = self._tokenize_fast(sample) if sample else []
-        reference = self.tok.encode_reference(sample) if sample else []
-        mismatches = sum(1 for f, r in zip(fast, reference, strict=True) if list(f) != r)
+        mismatches = 0
+        if sample:
+            values, lengths, _ = self.tok.fast_ids(sample)
+            fast = np.split(values, np.cumsum(lengths)[:-1])
+            reference = self.tok.encode_reference(sample)
+            mismatches = sum(1 for f, r in zip(fast, reference, strict=True) if f.tolist() != r)
         self.use_fast = mismatches == 0
         self.parity = {
             "path": "fast_wordpiece" if self.use_fast else "hf",
@@ -222,10 +229,24 @@ class TextRunner:
                 len(sample),
             )
 
+    def _encode(self, items: list[tuple[Document, str, int | None]]) -> Any:
+        """A batch's tokens, and its examples when each document makes exactly one.
+
+        Runs on a worker thread: both steps are graph calls (or HF's), mostly without the GIL.
+        """
+        values, lengths = self._tokenize([doc.text for doc, _, _ in items])
+        if self.examples is None:
+            return values, lengths
+        labels = None
+        if self.examples.labelled:  # a labelled dataset: every document has one (run_chunk)
+            labels = [label for _, _, label in items if label is not None]
+        return self.examples(values, lengths, [doc.doc_id for doc, _, _ in items], labels)
+
     # -- examples --------------------------------------------------------------------------
     def _emit(
         self, writer: ChunkWriter, doc: Document, split: str, label: int | None, ids: Any
     ) -> int:
+        """One document's windows (--stride) or its ids into the packer (--pack)."""
         import numpy as np
 
         key = self._shard_key(split, doc.doc_id)
@@ -254,49 +275,22 @@ class TextRunner:
             writer.add(key, ids_out, dict(extra))
         return full
 
-    def _emit_batch(self, writer: ChunkWriter, items: list[Any], ids_list: list[Any]) -> int:
-        """A batch of documents as one example each: ids varint-encoded in one numpy pass.
-
-        Windows and packing take the per-document path (`_emit`).
-        """
+    def _emit_batch(self, writer: ChunkWriter, items: list[Any], encoded: Any) -> int:
+        """A batch's examples into their shards' pieces, with its statistics."""
         import numpy as np
 
-        if self.options.stride is not None or self.options.pack is not None:
+        if not isinstance(encoded, BuiltExamples):  # windows or packing: per document
+            values, lengths = encoded
+            per_doc = np.split(values, np.cumsum(lengths)[:-1]) if len(lengths) else []
             return sum(
                 self._emit(writer, doc, split, label, ids)
-                for (doc, split, label), ids in zip(items, ids_list, strict=True)
+                for (doc, split, label), ids in zip(items, per_doc, strict=True)
             )
-        before = np.asarray(self.before, dtype=np.int64)
-        after = np.asarray(self.after, dtype=np.int64)
-        budget = None
-        if self.options.max_length is not None:
-            budget = self.options.max_length - len(before) - len(after)
-        contents = [np.asarray(ids, dtype=np.int64) for ids in ids_list]
-        sizes = np.fromiter((len(c) for c in contents), np.int64, len(contents))
-        unknown = np.zeros(len(contents), np.int64)
-        if self.tok.unk_id is not None and len(contents):  # per document, in one pass
-            hits = np.concatenate([[0], np.cumsum(np.concatenate(contents) == self.tok.unk_id)])
-            ends = np.cumsum(sizes)
-            unknown = hits[ends] - hits[ends - sizes]
-        fulls = (sizes + len(before) + len(after)).tolist()
-        kept = sizes if budget is None else np.minimum(sizes, budget)
-        lengths = (kept + len(before) + len(after)).tolist()
-        parts, keys = [], []
-        for (doc, split, _), content, full, n_unknown in zip(
-            items, contents, fulls, unknown.tolist(), strict=True
-        ):
-            keys.append(self._shard_key(split, doc.doc_id))
-            writer.count(keys[-1], full, n_unknown)
-            parts += [before, content if budget is None else content[:budget], after]
-        runs = varint_runs(np.concatenate(parts) if parts else np.zeros(0, np.int64), lengths)
-        records = []
-        for (doc, _, label), packed, length in zip(items, runs, lengths, strict=True):
-            features: dict[str, Any] = {"doc_id": doc.doc_id, "input_ids": packed, "length": length}
-            if label is not None:
-                features["label"] = label
-            records.append(encode_example(features))
-        writer.write_many(keys, records)
-        return sum(fulls)
+        keys = [self._shard_key(split, doc.doc_id) for doc, split, _ in items]
+        for key, full, unknown in zip(keys, encoded.full_lengths, encoded.unknown, strict=True):
+            writer.count(key, full, unknown)
+        writer.write_many(keys, encoded.records)
+        return sum(encoded.full_lengths)
 
     def run_chunk(self, index: int, on_progress: Progress) -> dict[str, Any]:
         """Tokenize one chunk into a folder of its own, then commit it with its marker.
@@ -346,12 +340,10 @@ class TextRunner:
                 batch.append((doc, split, label))
                 if len(batch) >= BATCH_DOCS:
                     items, batch = batch, []
-                    pending.append(
-                        (items, pool.submit(self._tokenize, [d.text for d, _, _ in items]))
-                    )
+                    pending.append((items, pool.submit(self._encode, items)))
                     tokens += emit_ready(pending, 4 * self.workers)
             if batch:
-                pending.append((batch, pool.submit(self._tokenize, [d.text for d, _, _ in batch])))
+                pending.append((batch, pool.submit(self._encode, batch)))
             tokens += emit_ready(pending, 0)
         pieces = writer.close()
         info = {
@@ -459,6 +451,15 @@ class _BeamAssemble:
     def __call__(self, task: ShardTask) -> str:
         self.runner._assemble(task, self.infos)
         return task.filename
+
+
+def _flat(per_text: Sequence[Any]) -> tuple[Any, Any]:
+    """Id lists as (their concatenation, their lengths), int64 numpy."""
+    import numpy as np
+
+    lengths = np.fromiter((len(ids) for ids in per_text), np.int64, len(per_text))
+    values = np.fromiter(itertools.chain.from_iterable(per_text), np.int64, int(lengths.sum()))
+    return values, lengths
 
 
 def _merge_lengths(pieces: list[dict[str, Any]]) -> Counter[int]:

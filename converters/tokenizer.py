@@ -9,6 +9,7 @@ it tokenizes exactly as the reference does: the few that contain compatibility c
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -25,6 +26,7 @@ SPECIAL_WORDPIECE = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 SPECIAL_BPE = ("<pad>", "<unk>", "<s>", "</s>")
 _LONG_WORD = re.compile(r"\S{26,}")  # 26 chars can exceed 100 UTF-8 bytes
 _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_PLAIN_ASCII = r"[\t\n\r\x20-\x7e]*"  # RE2: ASCII without those controls, never redone
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ class TextTokenizer:
         self.unk_id = hf.token_to_id(model.get("unk_token") or "[UNK]")
         self.vocab_size = hf.get_vocab_size()
         self._fast: Any = None
+        self._fast_graph: Any = None
         # The fast path reproduces BERT normalisation + pre-tokenisation + WordPiece only.
         self.fast_capable = (
             self.is_wordpiece
@@ -89,9 +92,9 @@ class TextTokenizer:
 
     def __getstate__(self) -> dict[str, Any]:
         # The tensorflow-text tokenizer is a TF object: rebuilt on demand, never pickled.
-        return {**self.__dict__, "_fast": None}
+        return {**self.__dict__, "_fast": None, "_fast_graph": None}
 
-    @property
+    @functools.cached_property
     def identity(self) -> str:
         """Content hash of the tokenizer: the same vocabulary and settings, the same hash."""
         canonical = json.dumps(self.config, sort_keys=True, ensure_ascii=False)
@@ -149,6 +152,33 @@ class TextTokenizer:
                 lower_case_nfd_strip_accents=self.lowercase,
             )
         return self._fast
+
+    def fast_ids(self, texts: Sequence[str]) -> tuple[Any, Any, list[int]]:
+        """The fast path's ids of texts, concatenated (int64 numpy), and each text's count;
+        then which texts `needs_reference` (to redo with HF).
+
+        One graph call per batch, holding no GIL, so other threads keep working; it also
+        clears printable-ASCII texts (most of a corpus), so only the others are checked here.
+        """
+        import tensorflow as tf
+
+        if self._fast_graph is None:
+            fast = self.fast()
+
+            @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+            def tokenize(batch: Any) -> tuple[Any, Any, Any]:
+                ragged = fast.tokenize(batch)
+                plain = tf.strings.regex_full_match(batch, _PLAIN_ASCII)
+                return ragged.flat_values, ragged.row_lengths(), plain
+
+            self._fast_graph = tokenize
+        values, lengths, plain = self._fast_graph(tf.constant(list(texts), tf.string))
+        unsure = [
+            i
+            for i, ok in enumerate(plain.numpy().tolist())
+            if not ok and self.needs_reference(texts[i])
+        ]
+        return values.numpy(), lengths.numpy(), unsure
 
     def encode_reference(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids without special tokens, by HF (its own threads, in batches)."""

@@ -7,7 +7,6 @@ checked against TensorFlow's own parser and reader in the tests.
 
 from __future__ import annotations
 
-import itertools
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any, Union, cast
@@ -62,29 +61,7 @@ def encode_varints(values: Sequence[int]) -> bytes:
     return b"".join(_varint(v) for v in values)
 
 
-class PackedVarints(bytes):
-    """An `Int64List` body already encoded (by `varint_runs`), stored as is."""
-
-
-def varint_runs(values: Any, run_lengths: Sequence[int]) -> list[PackedVarints]:
-    """Encode many id lists at once: one numpy pass over their concatenation, then slices.
-
-    Args:
-        values: the concatenated non-negative ids (numpy int64).
-        run_lengths: how many ids belong to each list, in order.
-    """
-    import numpy as np
-
-    array = np.asarray(values, dtype=np.int64).astype(np.uint64)
-    if not array.size:
-        return [PackedVarints(b"") for _ in run_lengths]
-    encoded, sizes = _varints_numpy(array, with_sizes=True)
-    byte_ends = np.concatenate([[0], np.cumsum(sizes)])
-    bounds = byte_ends[np.concatenate([[0], np.cumsum(run_lengths, dtype=np.int64)])].tolist()
-    return [PackedVarints(encoded[a:b]) for a, b in itertools.pairwise(bounds)]
-
-
-def _varints_numpy(values: Any, with_sizes: bool = False) -> Any:
+def _varints_numpy(values: Any) -> bytes:
     """Varints of a uint64 array: a (n, width) byte table, then its used cells in row order."""
     import numpy as np
 
@@ -100,13 +77,10 @@ def _varints_numpy(values: Any, with_sizes: bool = False) -> Any:
         group = (values >> kind(7 * k)) & kind(0x7F)
         more = (sizes > k + 1).astype(np.uint8) * np.uint8(0x80)  # continuation bit
         table[:, k] = group.astype(np.uint8) | more
-    encoded = table[np.arange(width, dtype=np.int8) < sizes[:, None]].tobytes()
-    return (encoded, sizes.astype(np.int64)) if with_sizes else encoded
+    return bytes(table[np.arange(width, dtype=np.int8) < sizes[:, None]].tobytes())
 
 
 def _feature(value: FeatureValue) -> bytes:
-    if isinstance(value, PackedVarints):
-        return _field(_KIND_INT64, _field(1, value) if value else b"")
     if isinstance(value, str):
         value = value.encode("utf-8")
     if isinstance(value, bytes):
@@ -152,7 +126,7 @@ def encode_example(features: Mapping[str, FeatureValue]) -> bytes:
         key = _KEYS.get(name)
         if key is None:  # feature names repeat in every example: encoded once
             key = _KEYS[name] = _field(1, name.encode("utf-8"))
-        if isinstance(value, bytes) and len(value) > 1024 and not isinstance(value, PackedVarints):
+        if isinstance(value, bytes) and len(value) > 1024:
             inner = _header(1, len(value))  # BytesList.value
             kind = _header(_KIND_BYTES, len(inner) + len(value))
             feature_len = len(kind) + len(inner) + len(value)

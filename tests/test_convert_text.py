@@ -303,3 +303,40 @@ def test_cli_convert_text_json_and_error_line(tmp_path: Path, text_folder: Path,
     assert summary["text"]["documents"] == 80 and summary["num_skipped"] == 3
     assert summary["num_inputs"] == 83  # every document: converted or skipped
     assert main(["verify", str(out), "--quiet"]) == 0
+
+
+@pytest.mark.parametrize("max_length", [None, 6])
+def test_examples_built_in_graph_are_encode_example_bytes(monkeypatch, max_length) -> None:
+    """The in-graph builder (special tokens, truncation, labels, unknown counts) writes
+    exactly what `encode_example` would, also when a long document splits the batch."""
+    import numpy as np
+
+    from feedgpu.converters import text_examples
+    from feedgpu.records import encode_example
+
+    monkeypatch.setattr(text_examples, "_DENSE_LIMIT", 64)  # 40 ids x 3 rows passes it
+    per_doc = [[7, 1, 9], [], [1] * 40, [300, 2**20, 5, 1], [4]]
+    builder = text_examples.ExampleBuilder([101], [102, 103], max_length, 1, labelled=True)
+    doc_ids = [f"file.jsonl:{i}" for i in range(len(per_doc))]
+    built = builder(
+        np.asarray([i for ids in per_doc for i in ids], np.int64),
+        np.asarray([len(ids) for ids in per_doc], np.int64),
+        doc_ids,
+        [0, 1, 2, 1, 0],
+    )
+    expected = []
+    for ids, doc_id, label in zip(per_doc, doc_ids, [0, 1, 2, 1, 0], strict=True):
+        kept = ids if max_length is None else ids[: max_length - 3]
+        full = [101, *kept, 102, 103]
+        expected.append(
+            encode_example(
+                {"doc_id": doc_id, "input_ids": full, "length": len(full), "label": label}
+            )
+        )
+    assert built.records == expected
+    assert built.full_lengths == [len(ids) + 3 for ids in per_doc]
+    assert built.unknown == [ids.count(1) for ids in per_doc]
+    unlabelled = text_examples.ExampleBuilder([], [], None, None, labelled=False)
+    plain = unlabelled(np.asarray([3, 4], np.int64), np.asarray([2], np.int64), ["a"], None)
+    assert plain.records == [encode_example({"doc_id": "a", "input_ids": [3, 4], "length": 2})]
+    assert plain.unknown == [0]

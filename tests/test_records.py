@@ -80,16 +80,11 @@ def test_read_records_reads_tensorflow_output_and_locates_damage(tmp_path) -> No
         list(read_records(io.BytesIO(bytes(data[:-3]))))
 
 
-def test_varint_runs_equal_one_list_at_a_time() -> None:
-    import numpy as np
-
-    from feedgpu.records import PackedVarints, encode_varints, varint_runs
-
-    lists = [[], [0], [5, 300, 2**21, 127, 128], list(range(0, 40000, 997)), [1] * 20]
-    runs = varint_runs(
-        np.concatenate([np.asarray(v, dtype=np.int64) for v in lists]), [len(v) for v in lists]
-    )
-    assert [bytes(r) for r in runs] == [encode_varints(v) for v in lists]
-    for values, run in zip(lists, runs, strict=True):
-        assert decode_example(encode_example({"ids": run}))["ids"] == values
-        assert isinstance(run, PackedVarints)
+def test_long_id_lists_take_the_numpy_path_with_protobuf_bytes() -> None:
+    for ids in ([5, 300, 2**21, 127, 128] * 5, list(range(0, 40000, 997)), [2**40] * 17):
+        expected = tf.train.Example(
+            features=tf.train.Features(
+                feature={"ids": tf.train.Feature(int64_list=tf.train.Int64List(value=ids))}
+            )
+        )
+        assert encode_example({"ids": ids}) == expected.SerializeToString()
