@@ -15,7 +15,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -60,7 +60,7 @@ class ChunkWriter:
     pad_id: int
     handles: dict[str, Any] = field(default_factory=dict)
     pieces: dict[str, dict[str, Any]] = field(default_factory=dict)
-    lengths: dict[str, Counter[int]] = field(default_factory=dict)
+    lengths: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
     unknown: Counter[str] = field(default_factory=Counter)
     packers: dict[str, list[list[int]]] = field(default_factory=dict)
 
@@ -86,7 +86,7 @@ class ChunkWriter:
 
     def count(self, key: str, length: int, unknown: int) -> None:
         """One document's statistics: exact length counts (cheap, and they merge exactly)."""
-        self.lengths.setdefault(key, Counter())[length] += 1
+        self.lengths[key][length] += 1
         self.unknown[key] += unknown
 
     def add(self, key: str, ids: Any, extra: dict[str, Any]) -> None:

@@ -83,11 +83,11 @@ class ExampleBuilder:
             )
         if self.labelled and labels is None:
             raise ValueError("a labelled dataset's batch came without labels")
-        ends = np.cumsum(lengths)
         unknown = np.zeros(len(lengths), np.int64)
-        if self.unk_id is not None:
-            hits = np.concatenate([[0], np.cumsum(values == self.unk_id)])
-            unknown = hits[ends] - hits[ends - lengths]
+        if self.unk_id is not None:  # each hit's document, by where it falls among the ends
+            hits = np.flatnonzero(values == self.unk_id)
+            owner = np.searchsorted(np.cumsum(lengths), hits, side="right")
+            unknown = np.bincount(owner, minlength=len(lengths))
         records = _serialize(
             self._with_specials(values, lengths, kept),
             kept + self.extra,
@@ -101,20 +101,20 @@ class ExampleBuilder:
         import numpy as np
 
         nb = len(self.before)
+        if self.budget is not None and int(lengths.max()) > self.budget:
+            offset = np.arange(len(values)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+            values = values[offset < self.budget]
         sizes = kept + self.extra
-        starts = np.cumsum(sizes) - sizes  # of each row in the flat output
-        offset = np.arange(len(values)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        target = np.repeat(starts + nb, lengths) + offset
+        starts = np.cumsum(sizes) - sizes  # of each document in the output
         flat = np.empty(int(sizes.sum()), np.int64)
-        if self.budget is None:
-            flat[target] = values
-        else:
-            keep = offset < self.budget
-            flat[target[keep]] = values[keep]
+        free = np.ones(len(flat), bool)
         for j, token in enumerate(self.before):
             flat[starts + j] = token
+            free[starts + j] = False
         for j, token in enumerate(self.after):
             flat[starts + nb + kept + j] = token
+            free[starts + nb + kept + j] = False
+        flat[free] = values
         return flat
 
 
@@ -123,8 +123,12 @@ def _serialize(ids: Any, sizes: Any, doc_ids: list[str], labels: list[int] | Non
     import numpy as np
     import tensorflow as tf
 
+    # The widest varint in the batch (10 bytes for negatives): loops in the graph stop there.
+    width = 1
+    if len(ids):
+        width = 10 if ids.min() < 0 else max(1, (int(ids.max()).bit_length() + 6) // 7)
     with _LOCK:  # worker threads start at once: trace once
-        graph = _serializer(labels is not None)
+        graph = _serializer(labels is not None, width)
     # Tensors, not lists: a list argument is matched against the signature item by item.
     records = graph(
         tf.constant(ids),
@@ -139,7 +143,7 @@ _LOCK = threading.Lock()
 
 
 @functools.cache
-def _serializer(labelled: bool) -> Any:
+def _serializer(labelled: bool, width: int) -> Any:
     """The graph: a dozen `encode_proto` ops, traced without autograph (~30 ms, once)."""
     import tensorflow as tf
 
@@ -157,7 +161,6 @@ def _serializer(labelled: bool) -> Any:
     )
     def serialize(ids: Any, sizes: Any, doc_ids: Any, labels: Any) -> Any:
         n = tf.shape(sizes)[0]
-        dense = tf.RaggedTensor.from_row_lengths(ids, sizes, validate=False).to_tensor()
         one = tf.ones([n, 1], tf.int32)
 
         def feature(kind: str, values: Any, counts: Any) -> Any:
@@ -165,9 +168,31 @@ def _serializer(labelled: bool) -> Any:
             field = "int64_list" if kind == "Int64List" else "bytes_list"
             return message("tensorflow.Feature", [field], [body[:, None]], one)
 
+        # Every document's ids as one packed Int64List, cut at each document's byte offsets:
+        # no rows padded to the longest. A packed body and a BytesList of one value share a
+        # wire format (field 1, length-delimited), so the cut bodies are wrapped as the latter.
+        everything = message("tensorflow.Int64List", ["value"], [ids[None, :]], [[tf.size(ids)]])
+        widths = tf.ones_like(ids)  # varint bytes per id: 7 bits a byte, 10 for negatives
+        for k in range(1, min(width, 9)):
+            widths += tf.cast(ids >= 1 << (7 * k), tf.int64)
+        if width == 10:
+            widths = tf.where(ids < 0, tf.constant(10, tf.int64), widths)
+        ends = tf.concat([[0], tf.cumsum(widths)], axis=0)  # byte offsets of each id
+        cuts = tf.gather(ends, tf.concat([[0], tf.cumsum(sizes)], axis=0))
+        nbytes = cuts[1:] - cuts[:-1]
+        header = tf.cast(tf.strings.length(everything[0]), tf.int64) - ends[-1]
+        bodies = tf.strings.substr(
+            everything[0], header + tf.cumsum(nbytes, exclusive=True), nbytes
+        )
+        packed = message(
+            "tensorflow.BytesList",
+            ["value"],
+            [bodies[:, None]],
+            tf.cast(nbytes > 0, tf.int32)[:, None],
+        )
         features = {
             "doc_id": feature("BytesList", doc_ids[:, None], one),
-            "input_ids": feature("Int64List", dense, tf.cast(sizes, tf.int32)[:, None]),
+            "input_ids": message("tensorflow.Feature", ["int64_list"], [packed[:, None]], one),
             "length": feature("Int64List", sizes[:, None], one),
         }
         if labelled:

@@ -315,7 +315,7 @@ def test_examples_built_in_graph_are_encode_example_bytes(monkeypatch, max_lengt
     from feedgpu.records import encode_example
 
     monkeypatch.setattr(text_examples, "_DENSE_LIMIT", 64)  # 40 ids x 3 rows passes it
-    per_doc = [[7, 1, 9], [], [1] * 40, [300, 2**20, 5, 1], [4]]
+    per_doc = [[7, 1, 9], [], [1] * 40, [300, 2**20, 5, 1], [4, 2**40]]
     builder = text_examples.ExampleBuilder([101], [102, 103], max_length, 1, labelled=True)
     doc_ids = [f"file.jsonl:{i}" for i in range(len(per_doc))]
     built = builder(
