@@ -14,10 +14,11 @@ import json
 import logging
 import os
 import shutil
+import threading
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -162,9 +163,18 @@ class TextRunner:
         self.work = storage.join(plan.out_dir, WORK_DIR)
         self.use_fast = False
         self.parity: dict[str, Any] = {}
+        self._parity: Future[None] | None = None  # the parity check, while it runs
+        self._hf_lock = threading.Lock()  # HF batches on its own threads: one call at a time
         # Set by convert_text(runner="beam"): chunks and shards become Beam pipelines.
         self.on_beam = False
         self.beam_options: str | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Beam ships the runner after its parity check: no future, and a fresh lock there.
+        return {**self.__dict__, "_parity": None, "_hf_lock": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _hf_lock=threading.Lock())
 
     # -- routing ---------------------------------------------------------------------------
     def _shard_key(self, split: str, doc_id: str) -> str:
@@ -183,8 +193,11 @@ class TextRunner:
         """Ids of texts without special tokens: concatenated (int64 numpy), and per text."""
         import numpy as np
 
+        if self._parity is not None:
+            self._parity.result()  # which path to take: decided by the parity check
         if not self.use_fast:
-            return _flat(self.tok.encode_reference(texts))
+            with self._hf_lock:
+                return _flat(self.tok.encode_reference(texts))
         values, lengths, redo = self.tok.fast_ids(texts)
         if not redo:
             return values, lengths
@@ -322,7 +335,7 @@ class TextRunner:
             return emitted
 
         # Tokenizing runs on worker threads (TF and HF release the GIL) while this thread reads.
-        with ThreadPoolExecutor(max(1, self.workers if self.use_fast else 1)) as pool:
+        with ThreadPoolExecutor(max(1, self.workers)) as pool:
             pending: list[Any] = []
             for doc, source in self._documents(self.chunks[index]):
                 if isinstance(doc, Skip):
@@ -370,8 +383,14 @@ class TextRunner:
         return info if info.get("tokenizer") == self.tok.identity else None
 
     def __call__(self, todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput:
-        self.check_parity()
-        if self.on_beam:
+        if not self.on_beam:
+            # Beside the first chunk's reading (its tokenizing waits for the verdict, `_tokenize`):
+            # the sample on both tokenizers and building the fast one cost ~0.1 s a run.
+            starter = ThreadPoolExecutor(1, thread_name_prefix="feedgpu-parity")
+            self._parity = starter.submit(self.check_parity)
+            starter.shutdown(wait=False)
+        else:
+            self.check_parity()  # before the runner is shipped to Beam's workers
             from feedgpu.beam import run_on_beam
 
             missing = [i for i in range(len(self.chunks)) if self._chunk_info(i) is None]
@@ -393,6 +412,8 @@ class TextRunner:
             results = collect_results(self.plan.out_dir, todo, lambda items, measured: None)
         else:
             results = [self._assemble(task, infos) for task in todo]
+        if self._parity is not None:
+            self._parity.result()  # also when every chunk was done before: its verdict is kept
         skips = [Skip(**s) for info in infos for s in info.get("skips", [])]
         pieces = [p for info in infos for p in info.get("pieces", {}).values()]
         self.tok.save(self.plan.out_dir)  # before the manifest, which names these files

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from feedgpu import storage
 from feedgpu.converters.listing import SourceFile, walk_source
 from feedgpu.errors import UsageError
@@ -153,9 +155,17 @@ def iter_documents(file: SourceFile, options: ReadOptions) -> Iterator[Document 
                 yield Document(file.rel, text)
             return
         for number, line in enumerate(_chain(first, lines), 1):
-            where = f"{file.rel}:{number}"
-            if not line.strip():
+            if not line or line.isspace():
                 continue  # blank lines separate documents; they are not documents
+            where = f"{file.rel}:{number}"
+            if is_json:
+                try:  # the usual line: valid UTF-8 and JSON, parsed at once (orjson, in C)
+                    row = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    row = None  # the exact reason comes from the careful path below
+                if row is not None:
+                    yield _json_row(row, where, options)
+                    continue
             text = _decode(line, where, options.encoding_errors)
             if isinstance(text, Skip):
                 yield text
@@ -174,16 +184,21 @@ def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
 
 
 def _json_document(text: str, where: str, options: ReadOptions) -> Document | Skip:
+    """A line orjson refused (not UTF-8, or JSON only Python's parser takes, or malformed)."""
     try:
         row = json.loads(text)
     except ValueError as e:
         return Skip(where, "malformed JSON", str(e))
+    return _json_row(row, where, options)
+
+
+def _json_row(row: Any, where: str, options: ReadOptions) -> Document | Skip:
     if not isinstance(row, dict):
         return Skip(where, "malformed JSON", "not a JSON object")
     value = row.get(options.text_field)
     if not isinstance(value, str):
         return Skip(where, "no text field", f"no string field {options.text_field!r}")
-    if not value.strip():
+    if not value or value.isspace():
         return Skip(where, "empty document", "no text")
     label = None
     if options.label_field:
