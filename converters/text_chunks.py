@@ -161,7 +161,8 @@ class TextRunner:
                 before, after, options.max_length, tokenizer.unk_id, bool(label_names)
             )
         self.work = storage.join(plan.out_dir, WORK_DIR)
-        self.use_fast = False
+        # Optimistic until the parity check says otherwise (`run_chunk` redoes what it must).
+        self.use_fast = tokenizer.fast_capable
         self.parity: dict[str, Any] = {}
         self._parity: Future[None] | None = None  # the parity check, while it runs
         self._hf_lock = threading.Lock()  # HF batches on its own threads: one call at a time
@@ -189,13 +190,11 @@ class TextRunner:
                 yield doc, source
 
     # -- tokenizing ------------------------------------------------------------------------
-    def _tokenize(self, texts: list[str]) -> tuple[Any, Any]:
+    def _tokenize(self, texts: list[str], fast: bool) -> tuple[Any, Any]:
         """Ids of texts without special tokens: concatenated (int64 numpy), and per text."""
         import numpy as np
 
-        if self._parity is not None:
-            self._parity.result()  # which path to take: decided by the parity check
-        if not self.use_fast:
+        if not fast:
             with self._hf_lock:
                 return _flat(self.tok.encode_reference(texts))
         values, lengths, redo = self.tok.fast_ids(texts)
@@ -242,12 +241,12 @@ class TextRunner:
                 len(sample),
             )
 
-    def _encode(self, items: list[tuple[Document, str, int | None]]) -> Any:
+    def _encode(self, items: list[tuple[Document, str, int | None]], fast: bool) -> Any:
         """A batch's tokens, and its examples when each document makes exactly one.
 
         Runs on a worker thread: both steps are graph calls (or HF's), mostly without the GIL.
         """
-        values, lengths = self._tokenize([doc.text for doc, _, _ in items])
+        values, lengths = self._tokenize([doc.text for doc, _, _ in items], fast)
         if self.examples is None:
             return values, lengths
         labels = None
@@ -323,6 +322,13 @@ class TextRunner:
         skips: list[Skip] = []
         tokens = 0
         batch: list[tuple[Document, str, int | None]] = []
+        fast_used = False
+        reported = [0, 0]  # documents and tokens shown by the progress bar, for a redo
+
+        def progress(items: int, measured: int) -> None:
+            reported[0] += items
+            reported[1] += measured
+            on_progress(items, measured)
 
         def emit_ready(pending: list[Any], limit: int) -> int:
             """Emit finished batches in order; wait only when more than limit are in flight."""
@@ -330,7 +336,7 @@ class TextRunner:
             while pending and (pending[0][1].done() or len(pending) > limit):
                 items, future = pending.pop(0)
                 tokens = self._emit_batch(writer, items, future.result())
-                on_progress(len(items), tokens)
+                progress(len(items), tokens)
                 emitted += tokens
             return emitted
 
@@ -353,12 +359,19 @@ class TextRunner:
                 batch.append((doc, split, label))
                 if len(batch) >= BATCH_DOCS:
                     items, batch = batch, []
-                    pending.append((items, pool.submit(self._encode, items)))
+                    fast_used |= self.use_fast
+                    pending.append((items, pool.submit(self._encode, items, self.use_fast)))
                     tokens += emit_ready(pending, 4 * self.workers)
             if batch:
-                pending.append((batch, pool.submit(self._encode, batch)))
+                fast_used |= self.use_fast
+                pending.append((batch, pool.submit(self._encode, batch, self.use_fast)))
             tokens += emit_ready(pending, 0)
         pieces = writer.close()
+        if self._parity is not None:
+            self._parity.result()
+        if fast_used and not self.use_fast:  # the parity check failed after this chunk began
+            on_progress(-reported[0], -reported[1])
+            return self.run_chunk(index, on_progress)  # with HF; that folder is left unused
         info = {
             "tokenizer": self.tok.identity,
             "pieces": pieces,
@@ -384,8 +397,8 @@ class TextRunner:
 
     def __call__(self, todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput:
         if not self.on_beam:
-            # Beside the first chunk's reading (its tokenizing waits for the verdict, `_tokenize`):
-            # the sample on both tokenizers and building the fast one cost ~0.1 s a run.
+            # Beside the first chunk, which takes the fast path meanwhile (redone with HF if
+            # the verdict is against it): the sample on both tokenizers costs ~0.06 s a run.
             starter = ThreadPoolExecutor(1, thread_name_prefix="feedgpu-parity")
             self._parity = starter.submit(self.check_parity)
             starter.shutdown(wait=False)

@@ -15,6 +15,7 @@ import itertools
 import json
 import os
 import re
+import threading
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -82,6 +83,7 @@ class TextTokenizer:
         self.vocab_size = hf.get_vocab_size()
         self._fast: Any = None
         self._fast_graph: Any = None
+        self._lock = threading.Lock()
         # The fast path reproduces BERT normalisation + pre-tokenisation + WordPiece only.
         self.fast_capable = (
             self.is_wordpiece
@@ -92,7 +94,10 @@ class TextTokenizer:
 
     def __getstate__(self) -> dict[str, Any]:
         # The tensorflow-text tokenizer is a TF object: rebuilt on demand, never pickled.
-        return {**self.__dict__, "_fast": None, "_fast_graph": None}
+        return {**self.__dict__, "_fast": None, "_fast_graph": None, "_lock": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
 
     @functools.cached_property
     def identity(self) -> str:
@@ -137,6 +142,10 @@ class TextTokenizer:
 
     def fast(self) -> Any:
         """The tensorflow-text FastBertTokenizer for this vocabulary (imports TensorFlow)."""
+        with self._lock:  # tokenizer threads may ask for it at once: built once
+            return self._build_fast()
+
+    def _build_fast(self) -> Any:
         if self._fast is None:
             import tensorflow as tf
             import tensorflow_text as tf_text
@@ -162,16 +171,9 @@ class TextTokenizer:
         """
         import tensorflow as tf
 
-        if self._fast_graph is None:
-            fast = self.fast()
-
-            @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
-            def tokenize(batch: Any) -> tuple[Any, Any, Any]:
-                ragged = fast.tokenize(batch)
-                plain = tf.strings.regex_full_match(batch, _PLAIN_ASCII)
-                return ragged.flat_values, ragged.row_lengths(), plain
-
-            self._fast_graph = tokenize
+        with self._lock:
+            if self._fast_graph is None:
+                self._fast_graph = self._trace_fast()
         values, lengths, plain = self._fast_graph(tf.constant(list(texts), tf.string))
         unsure = [
             i
@@ -179,6 +181,19 @@ class TextTokenizer:
             if not ok and self.needs_reference(texts[i])
         ]
         return values.numpy(), lengths.numpy(), unsure
+
+    def _trace_fast(self) -> Any:
+        import tensorflow as tf
+
+        fast = self._build_fast()
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+        def tokenize(batch: Any) -> tuple[Any, Any, Any]:
+            ragged = fast.tokenize(batch)
+            plain = tf.strings.regex_full_match(batch, _PLAIN_ASCII)
+            return ragged.flat_values, ragged.row_lengths(), plain
+
+        return tokenize
 
     def encode_reference(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids without special tokens, by HF (its own threads, in batches)."""

@@ -340,3 +340,48 @@ def test_examples_built_in_graph_are_encode_example_bytes(monkeypatch, max_lengt
     plain = unlabelled(np.asarray([3, 4], np.int64), np.asarray([2], np.int64), ["a"], None)
     assert plain.records == [encode_example({"doc_id": "a", "input_ids": [3, 4], "length": 2})]
     assert plain.unknown == [0]
+
+
+def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypatch) -> None:
+    """Chunks start on the fast path while the parity sample runs; when its verdict is
+    against the fast path, what was tokenized meanwhile is redone with HF."""
+    import time
+
+    from feedgpu.converters.text_chunks import TextRunner
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "!"]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    src = tmp_path / "src"
+    src.mkdir()
+    lines = [json.dumps({"text": "hello worlds! " * (i % 7 + 1)}) for i in range(1500)]
+    (src / "a.jsonl").write_text("\n".join(lines) + "\n")
+    real_fast_ids, real_parity = TextTokenizer.fast_ids, TextRunner.check_parity
+    before_verdict = 0  # documents the fast path tokenized before the parity check ran
+    checking = False
+
+    def wrong_fast_ids(self, texts):  # a fast path that disagrees with HF
+        nonlocal before_verdict
+        before_verdict += 0 if checking else len(texts)
+        values, lengths, unsure = real_fast_ids(self, texts)
+        return (values + 1) % len(vocab), lengths, unsure
+
+    def slow_parity(self):  # the verdict arrives after the chunk was tokenized
+        nonlocal checking
+        time.sleep(1.0)
+        checking = True
+        real_parity(self)
+
+    monkeypatch.setattr(TextTokenizer, "fast_ids", wrong_fast_ids)
+    monkeypatch.setattr(TextRunner, "check_parity", slow_parity)
+    out = tmp_path / "out"
+    convert_text(str(src), str(out), TextOptions(tokenizer=str(tmp_path / "vocab.txt")), quiet=True)
+    manifest = read_manifest(str(out))
+    assert before_verdict >= 512, "the chunk must have begun on the fast path"
+    assert manifest["tokenizer"]["path"] == "hf"
+    assert manifest["tokenizer"]["mismatch_rate"] == 1.0
+    hf = Tokenizer.from_file(str(out / "tokenizer.json"))
+    found = examples(out)
+    assert len(found) == 1500 and manifest["text"]["documents"] == 1500
+    for ex in found:
+        line = int(ex["doc_id"][0].decode().rsplit(":", 1)[1])
+        assert ex["input_ids"] == hf.encode(json.loads(lines[line - 1])["text"]).ids
