@@ -231,6 +231,7 @@ def main(argv: Sequence[str] | None = None) -> PipelineBenchResult:
     import feedgpu
     from feedgpu.augment import padding_waste
     from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
+    from feedgpu.shards import default_workers
 
     tmp = tempfile.mkdtemp(prefix="bench_pipeline_")
     root = args.data or tmp
@@ -238,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> PipelineBenchResult:
         src, out = os.path.join(root, "jpegs"), os.path.join(root, "images")
         if len(list_images(src)) != args.images:
             shutil.rmtree(src, ignore_errors=True)
-            make_folder(src, args.images, feedgpu.shards.default_workers())
+            make_folder(src, args.images, default_workers())
         feedgpu.convert_images(src, out, quiet=True)
         corpus, text = os.path.join(root, "corpus"), os.path.join(root, "text")
         vocab = os.path.join(root, "vocab.txt")
