@@ -384,3 +384,38 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
     for ex in found:
         line = int(ex["doc_id"][0].decode().rsplit(":", 1)[1])
         assert ex["input_ids"] == hf.encode(json.loads(lines[line - 1])["text"]).ids
+
+
+def test_json_lines_edge_cases_read_as_the_standard_library_reads_them(tmp_path: Path) -> None:
+    """orjson parses the usual line; whatever it refuses takes Python's json, so documents and
+    skip reasons are what the standard library alone gives."""
+    from feedgpu.converters.listing import SourceFile
+    from feedgpu.converters.text_sources import Document, ReadOptions, iter_documents
+    from feedgpu.shards import Skip
+
+    lines = [
+        b'{"text": "plain", "label": "a"}',
+        b'{"text": "nan", "x": NaN, "label": "b"}',  # Python's json only
+        b"null",
+        b'{"text": "big", "n": 123456789012345678901234567890, "label": "a"}',  # json only
+        b'{"text": "\\ud800 lone", "label": "b"}',  # a lone surrogate: json only
+        b'{"text": "first", "text": "second", "label": "a"}',
+        b'{"text": "caf\xc3\xa9", "label": 3.0}',
+        b'{"text": "bad \xff byte", "label": "a"}',
+        b"{bad",
+    ]
+    (tmp_path / "a.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    source = SourceFile("a.jsonl", str(tmp_path / "a.jsonl"), 0, 0)
+    found = list(iter_documents(source, ReadOptions(label_field="label")))
+    assert found[:2] == [Document("a.jsonl:1", "plain", "a"), Document("a.jsonl:2", "nan", "b")]
+    assert isinstance(found[2], Skip) and found[2].reason == "malformed JSON"
+    assert found[3:7] == [
+        Document("a.jsonl:4", "big", "a"),
+        Document("a.jsonl:5", "\ud800 lone", "b"),
+        Document("a.jsonl:6", "second", "a"),
+        Document("a.jsonl:7", "café", "3.0"),
+    ]
+    assert [(s.path, s.reason) for s in found[7:]] == [
+        ("a.jsonl:8", "not UTF-8"),
+        ("a.jsonl:9", "malformed JSON"),
+    ]
