@@ -191,7 +191,7 @@ class TextRunner:
 
     # -- tokenizing ------------------------------------------------------------------------
     def _tokenize(self, texts: list[str], fast: bool) -> tuple[Any, Any]:
-        """Ids of texts without special tokens: concatenated (int64 numpy), and per text."""
+        """Ids of texts without special tokens, concatenated (int64 numpy); each text's count."""
         import numpy as np
 
         if not fast:
@@ -200,7 +200,7 @@ class TextRunner:
         values, lengths, redo = self.tok.fast_ids(texts)
         if not redo:
             return values, lengths
-        per_text = np.split(values, np.cumsum(lengths)[:-1])
+        per_text = _per_text(values, lengths)
         for i, exact in zip(redo, self.tok.encode_reference([texts[i] for i in redo]), strict=True):
             per_text[i] = np.asarray(exact, dtype=np.int64)
         return _flat(per_text)
@@ -210,8 +210,6 @@ class TextRunner:
         if not self.tok.fast_capable:
             self.parity = {"path": "hf", "reason": "not a BERT WordPiece tokenizer"}
             return
-        import numpy as np
-
         sample: list[str] = []
         chars = 0
         for doc, _ in (d for chunk in self.chunks for d in self._documents(chunk)):
@@ -223,7 +221,7 @@ class TextRunner:
         mismatches = 0
         if sample:
             values, lengths, _ = self.tok.fast_ids(sample)
-            fast = np.split(values, np.cumsum(lengths)[:-1])
+            fast = _per_text(values, lengths)
             reference = self.tok.encode_reference(sample)
             mismatches = sum(1 for f, r in zip(fast, reference, strict=True) if f.tolist() != r)
         self.use_fast = mismatches == 0
@@ -250,7 +248,7 @@ class TextRunner:
         if self.examples is None:
             return values, lengths
         labels = None
-        if self.examples.labelled:  # a labelled dataset: every document has one (run_chunk)
+        if self.examples.labelled:  # every document has one (run_chunk); the builder checks
             labels = [label for _, _, label in items if label is not None]
         return self.examples(values, lengths, [doc.doc_id for doc, _, _ in items], labels)
 
@@ -289,11 +287,8 @@ class TextRunner:
 
     def _emit_batch(self, writer: ChunkWriter, items: list[Any], encoded: Any) -> int:
         """A batch's examples into their shards' pieces, with its statistics."""
-        import numpy as np
-
         if not isinstance(encoded, BuiltExamples):  # windows or packing: per document
-            values, lengths = encoded
-            per_doc = np.split(values, np.cumsum(lengths)[:-1]) if len(lengths) else []
+            per_doc = _per_text(*encoded)
             return sum(
                 self._emit(writer, doc, split, label, ids)
                 for (doc, split, label), ids in zip(items, per_doc, strict=True)
@@ -494,6 +489,13 @@ def _flat(per_text: Sequence[Any]) -> tuple[Any, Any]:
     lengths = np.fromiter((len(ids) for ids in per_text), np.int64, len(per_text))
     values = np.fromiter(itertools.chain.from_iterable(per_text), np.int64, int(lengths.sum()))
     return values, lengths
+
+
+def _per_text(values: Any, lengths: Any) -> list[Any]:
+    """The inverse of `_flat`: each text's ids, as views of the concatenation."""
+    import numpy as np
+
+    return np.split(values, np.cumsum(lengths)[:-1]) if len(lengths) else []
 
 
 def _merge_lengths(pieces: list[dict[str, Any]]) -> Counter[int]:

@@ -67,8 +67,8 @@ class ExampleBuilder:
         if not len(lengths):
             return BuiltExamples([], [], [])
         kept = lengths if self.budget is None else np.minimum(lengths, self.budget)
-        if self.labelled and labels is None:
-            raise ValueError("a labelled dataset's batch came without labels")
+        if self.labelled and (labels is None or len(labels) != len(lengths)):
+            raise ValueError("a labelled dataset's batch needs one label per document")
         unknown = np.zeros(len(lengths), np.int64)
         if self.unk_id is not None:  # each hit's document, by where it falls among the ends
             hits = np.flatnonzero(values == self.unk_id)

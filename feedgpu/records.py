@@ -77,7 +77,8 @@ def _varints_numpy(values: Any) -> bytes:
         group = (values >> kind(7 * k)) & kind(0x7F)
         more = (sizes > k + 1).astype(np.uint8) * np.uint8(0x80)  # continuation bit
         table[:, k] = group.astype(np.uint8) | more
-    return bytes(table[np.arange(width, dtype=np.int8) < sizes[:, None]].tobytes())
+    encoded: bytes = table[np.arange(width, dtype=np.int8) < sizes[:, None]].tobytes()
+    return encoded
 
 
 def _feature(value: FeatureValue) -> bytes:

@@ -33,6 +33,25 @@ def test_help_does_not_import_tensorflow() -> None:
     assert "--shard-size-mb" in result.stdout and "--tokenizer SPEC" in result.stdout
 
 
+def test_package_names_load_on_first_use_and_match_all() -> None:
+    """`import feedgpu` loads no submodule it does not need; every public name still resolves,
+    and the lazy table, `__all__` and the names agree."""
+    code = (
+        "import sys, feedgpu\n"
+        "assert 'feedgpu.pipeline' not in sys.modules and 'feedgpu.bench' not in sys.modules\n"
+        "names = sorted(n for n in feedgpu.__all__ if n != '__version__')\n"
+        "assert names == sorted(feedgpu._EXPORTS), set(names) ^ set(feedgpu._EXPORTS)\n"
+        "for name in names:\n"
+        "    assert getattr(feedgpu, name).__module__.startswith('feedgpu'), name\n"
+        "print(len(names))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) >= 25
+
+
 def test_missing_source_is_one_line_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -339,12 +339,14 @@ def test_examples_built_in_graph_are_encode_example_bytes(max_length) -> None:
     plain = unlabelled(np.asarray([3, 4], np.int64), np.asarray([2], np.int64), ["a"], None)
     assert plain.records == [encode_example({"doc_id": "a", "input_ids": [3, 4], "length": 2})]
     assert plain.unknown == [0]
+    with pytest.raises(ValueError, match="one label per document"):
+        builder(np.asarray([3, 4], np.int64), np.asarray([1, 1], np.int64), ["a", "b"], [0])
 
 
 def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypatch) -> None:
     """Chunks start on the fast path while the parity sample runs; when its verdict is
     against the fast path, what was tokenized meanwhile is redone with HF."""
-    import time
+    import threading
 
     from feedgpu.converters.text_chunks import TextRunner
 
@@ -356,26 +358,27 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
     (src / "a.jsonl").write_text("\n".join(lines) + "\n")
     real_fast_ids, real_parity = TextTokenizer.fast_ids, TextRunner.check_parity
     before_verdict = 0  # documents the fast path tokenized before the parity check ran
-    checking = False
+    chunk_done = threading.Event()
 
     def wrong_fast_ids(self, texts):  # a fast path that disagrees with HF
         nonlocal before_verdict
-        before_verdict += 0 if checking else len(texts)
+        if not chunk_done.is_set():
+            before_verdict += len(texts)
+            if before_verdict >= 1500:
+                chunk_done.set()
         values, lengths, unsure = real_fast_ids(self, texts)
         return (values + 1) % len(vocab), lengths, unsure
 
-    def slow_parity(self):  # the verdict arrives after the chunk was tokenized
-        nonlocal checking
-        time.sleep(1.0)
-        checking = True
+    def late_parity(self):  # the verdict arrives only once the whole chunk was tokenized
+        assert chunk_done.wait(timeout=60), "the chunk never took the fast path"
         real_parity(self)
 
     monkeypatch.setattr(TextTokenizer, "fast_ids", wrong_fast_ids)
-    monkeypatch.setattr(TextRunner, "check_parity", slow_parity)
+    monkeypatch.setattr(TextRunner, "check_parity", late_parity)
     out = tmp_path / "out"
     convert_text(str(src), str(out), TextOptions(tokenizer=str(tmp_path / "vocab.txt")), quiet=True)
     manifest = read_manifest(str(out))
-    assert before_verdict >= 512, "the chunk must have begun on the fast path"
+    assert before_verdict == 1500  # all of it on the fast path first, then all redone
     assert manifest["tokenizer"]["path"] == "hf"
     assert manifest["tokenizer"]["mismatch_rate"] == 1.0
     hf = Tokenizer.from_file(str(out / "tokenizer.json"))
