@@ -23,13 +23,13 @@ from feedgpu.errors import DatasetError, UsageError
 from feedgpu.shards import (
     WORK_DIR,
     Progress,
+    ShardPool,
     ShardProcessor,
     ShardResult,
     ShardTask,
     Skip,
     Summary,
     load_finished,
-    run_tasks,
 )
 
 logger = logging.getLogger(__name__)
@@ -293,26 +293,29 @@ def check_runner(runner: str) -> None:
         raise UsageError(f"runner {runner!r}: choose {' or '.join(RUNNERS)}")
 
 
-def pool_runner(
-    processor: ShardProcessor, out_dir: str, *, workers: int, strict: bool
-) -> ShardRunner:
-    """The default runner: each shard's items through processor, in a local process pool."""
+class PoolRunner:
+    """The default runner: each shard's items through a processor, in local worker processes.
 
-    # TensorFlow's ram:// file system lives in this process: worker processes cannot see it.
-    in_process = out_dir.startswith("ram://")
+    A context manager: its workers start at once (see `ShardPool`) and stop on exit.
+    """
 
-    def run(todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput:
-        results = run_tasks(
-            todo,
-            processor,
-            out_dir,
-            workers=1 if in_process else workers,
-            strict=strict,
-            on_progress=on_progress,
+    def __init__(
+        self, processor: ShardProcessor, out_dir: str, *, workers: int, strict: bool
+    ) -> None:
+        # TensorFlow's ram:// file system lives in this process: worker processes cannot see it.
+        in_process = out_dir.startswith("ram://")
+        self._pool = ShardPool(
+            processor, out_dir, workers=1 if in_process else workers, strict=strict
         )
-        return RunOutput(results)
 
-    return run
+    def __enter__(self) -> PoolRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.close()
+
+    def __call__(self, todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput:
+        return RunOutput(self._pool.run(todo, on_progress))
 
 
 def write_dataset(
@@ -328,7 +331,7 @@ def write_dataset(
     """Write (or finish, or confirm) the dataset a plan describes.
 
     Args:
-        runner: writes the unfinished shards (`pool_runner` for per-item processors; the
+        runner: writes the unfinished shards (`PoolRunner` for per-item processors; the
             text converter tokenizes in batches).
         unit: what the progress bar counts (the first number a runner reports).
         rate_unit: the second number a runner reports, shown per second in millions
@@ -352,10 +355,14 @@ def write_dataset(
             len(plan.tasks) - len(todo),
             len(plan.tasks),
         )
-    bar = _progress_bar(sum(len(t.items) for t in todo) if count_known else None, unit, quiet)
+    total = sum(len(t.items) for t in todo) if count_known else None
     amount = [0]
+    bars: list[Any] = []  # made at the first report: tqdm loads while the workers run
 
     def on_progress(items: int, measured: int) -> None:
+        if not bars:
+            bars.append(_progress_bar(total, unit, quiet))
+        bar = bars[0]
         amount[0] += measured
         elapsed = max(time.perf_counter() - start, 1e-6)
         bar.set_postfix_str(f"{amount[0] / elapsed / 1e6:.2f} {rate_unit}", refresh=False)
@@ -367,7 +374,8 @@ def write_dataset(
         _remove_temporaries(plan.out_dir)
         raise
     finally:
-        bar.close()
+        for bar in bars:
+            bar.close()
     all_results = [*(r for r in finished.values() if r is not None), *output.results]
     manifest = _finalize(plan, all_results, output)
     return _report(plan, manifest, already_done=False, seconds=time.perf_counter() - start)

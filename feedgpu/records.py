@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import IO, Any, Union, cast
+from typing import IO, Any, Protocol, Union, cast
 
 import google_crc32c
 
@@ -242,7 +242,13 @@ def _framing(data: bytes) -> tuple[bytes, bytes]:
     return head, struct.pack("<I", _masked_crc(data))
 
 
-def write_record(stream: IO[bytes], data: bytes) -> int:
+class Writable(Protocol):
+    """Anything records can be appended to: a binary file, a `DirectWriter`."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+
+def write_record(stream: Writable, data: bytes) -> int:
     """Append one TFRecord to stream, without copying data; returns the bytes written."""
     head, tail = _framing(data)
     stream.write(head)

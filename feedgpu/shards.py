@@ -15,6 +15,7 @@ import os
 import random
 import sys
 import threading
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
@@ -70,6 +71,10 @@ class ShardProcessor(Protocol):
         """Input size of the item, for the MB/s shown while converting."""
         ...
 
+    def warm_up(self) -> None:
+        """Load what processing needs (decoders, say) once per worker, before any item."""
+        ...
+
 
 @dataclass(frozen=True)
 class ShardTask:
@@ -101,11 +106,6 @@ class Summary:
         if value <= 1:
             return 1 if value > 0 else 0
         return math.ceil(2 ** (math.ceil(math.log2(value) * 4) / 4))
-
-    def add(self, stats: Mapping[str, float]) -> None:
-        """Record one example's statistics."""
-        for key, value in stats.items():
-            self.add_counts(key, {value: 1})
 
     def add_counts(self, key: str, counts: Mapping[Any, int]) -> None:
         """Record `n` examples of each value at once."""
@@ -263,10 +263,10 @@ def write_shard(
     final = storage.join(out_dir, task.filename)
     tmp = f"{final}.tmp-{os.getpid()}"
     result = ShardResult(task.filename, task.split, task.index, 0, 0)
-    summary = Summary()
+    values: dict[str, Counter[float]] = defaultdict(Counter)  # summarised once, at the end
     parent = os.getppid()
     pending_items = pending_bytes = 0
-    with storage.open_file(tmp, "wb") as f:
+    with storage.create_streamed(tmp) as f:
         for item in task.items:
             if pending_items >= 16:  # report in batches: progress must not cost per-item work
                 if os.getppid() != parent:  # the converting process died: stop, leave no shard
@@ -287,11 +287,15 @@ def write_shard(
                 for record in records:
                     result.num_bytes += write_record(f, record)
                     result.num_records += 1
-                summary.add(stats)
+                for key, value in stats.items():
+                    values[key][value] += 1
             pending_items += 1
             pending_bytes += processor.item_bytes(item)
         if progress:
             progress(pending_items, pending_bytes)
+    summary = Summary()
+    for key, counts in values.items():
+        summary.add_counts(key, counts)
     result.stats = summary.to_json()
     storage.write_atomic(
         sidecar_path(out_dir, task.filename), json.dumps(result.to_json()).encode()
@@ -306,6 +310,7 @@ _worker: dict[str, Any] = {}
 
 def _init_worker(processor: ShardProcessor, out_dir: str, strict: bool, counter: Any) -> None:
     _worker.update(processor=processor, out_dir=out_dir, strict=strict, counter=counter)
+    processor.warm_up()
 
 
 def _count(items: int, num_bytes: int) -> None:
@@ -329,38 +334,61 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def run_tasks(
-    tasks: Iterable[ShardTask],
-    processor: ShardProcessor,
-    out_dir: str,
-    *,
-    workers: int,
-    strict: bool,
-    on_progress: Progress,
-) -> list[ShardResult]:
-    """Write every task's shard, in worker processes when workers > 1.
+class ShardPool:
+    """Worker processes that write whole shards; a context manager that stops them on exit.
 
-    Largest tasks start first so the last few do not leave cores idle. Workers are forked when
-    this process is single-threaded (fast, and scripts need no `__main__` guard); when other
-    threads run, as they do once TensorFlow is loaded, forking is unsafe and workers are spawned.
+    Start it before listing the source: the workers start and load their decoders
+    (`ShardProcessor.warm_up`) on the other cores while this process lists and plans.
+    Workers are forked when this process is single-threaded (fast, and scripts need no
+    `__main__` guard); when other threads run, as they do once TensorFlow is loaded, forking is
+    unsafe and workers are spawned.
     """
-    pending = sorted(tasks, key=lambda t: -len(t.items))
-    if workers <= 1 or len(pending) <= 1:
-        return [
-            write_shard(t, processor, out_dir, strict=strict, progress=on_progress) for t in pending
-        ]
-    safe_to_fork = threading.active_count() == 1 and "tensorflow" not in sys.modules
-    ctx = multiprocessing.get_context("fork" if safe_to_fork and os.name == "posix" else "spawn")
-    counter = ctx.Array("q", 2)
-    seen = [0, 0]
-    results: list[ShardResult] = []
-    pool = ctx.Pool(
-        min(workers, len(pending)),
-        initializer=_init_worker,
-        initargs=(processor, out_dir, strict, counter),
-    )
-    try:
-        futures = [pool.apply_async(_run_task, (t,)) for t in pending]
+
+    def __init__(
+        self, processor: ShardProcessor, out_dir: str, *, workers: int, strict: bool
+    ) -> None:
+        self.processor, self.out_dir, self.strict = processor, out_dir, strict
+        self._pool: Any = None
+        if workers > 1:
+            safe_to_fork = threading.active_count() == 1 and "tensorflow" not in sys.modules
+            fork = safe_to_fork and os.name == "posix"
+            ctx = multiprocessing.get_context("fork" if fork else "spawn")
+            self._counter = ctx.Array("q", 2)
+            self._pool = ctx.Pool(
+                workers,
+                initializer=_init_worker,
+                initargs=(processor, out_dir, strict, self._counter),
+            )
+
+    def __enter__(self) -> ShardPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the workers (at once: every result wanted has been collected)."""
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+    def run(self, tasks: Iterable[ShardTask], on_progress: Progress) -> list[ShardResult]:
+        """Write every task's shard; in the workers unless there is one task or one worker.
+
+        Tasks with the most input bytes start first, so the last few do not leave cores idle.
+        """
+        pending = sorted(tasks, key=lambda t: -sum(map(self.processor.item_bytes, t.items)))
+        if self._pool is None or len(pending) <= 1:
+            return [
+                write_shard(
+                    t, self.processor, self.out_dir, strict=self.strict, progress=on_progress
+                )
+                for t in pending
+            ]
+        counter, seen = self._counter, [0, 0]
+        results: list[ShardResult] = []
+        futures = [self._pool.apply_async(_run_task, (t,)) for t in pending]
         while futures:
             futures[0].wait(0.1)  # wakes as soon as the oldest task ends, else refreshes progress
             done = [f for f in futures if f.ready()]
@@ -368,13 +396,9 @@ def run_tasks(
                 futures.remove(f)
                 results.append(f.get())  # re-raises a worker's InputError here
                 # Flush finished shards while the workers compute, not all at the end.
-                storage.sync_files([storage.join(out_dir, results[-1].filename)])
+                storage.sync_files([storage.join(self.out_dir, results[-1].filename)])
             with counter.get_lock():
                 now = [counter[0], counter[1]]
             on_progress(now[0] - seen[0], now[1] - seen[1])
             seen = now
-        pool.close()
-    finally:
-        pool.terminate()
-        pool.join()
-    return results
+        return results

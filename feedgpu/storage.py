@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from feedgpu.direct_write import DirectWriter
 
 
 def is_remote(path: str) -> bool:
@@ -34,6 +37,19 @@ def open_file(path: str, mode: str) -> IO[Any]:
     if is_remote(path):
         return _gfile().GFile(path, mode)
     return open(path, mode)
+
+
+def create_streamed(path: str) -> IO[bytes] | DirectWriter:
+    """A new file for one large sequential write that is not read back soon (a shard): on Linux
+    it bypasses the page cache (`DirectWriter`); remotely it is a `tf.io.gfile` file."""
+    if is_remote(path):
+        stream: IO[bytes] = _gfile().GFile(path, "wb")
+        return stream
+    if not hasattr(os, "O_DIRECT"):
+        return open(path, "wb")
+    from feedgpu.direct_write import DirectWriter
+
+    return DirectWriter(path)
 
 
 def exists(path: str) -> bool:

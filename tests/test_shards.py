@@ -53,14 +53,15 @@ def test_plan_mixes_classes_and_respects_shard_count() -> None:
 def test_summary_merges_exactly() -> None:
     a, b, both = Summary(), Summary(), Summary()
     for v in (3, 100, 7):
-        a.add({"h": v})
-        both.add({"h": v})
-    for v in (1000, 5):
-        b.add({"h": v})
-        both.add({"h": v})
+        a.add_counts("h", {v: 1})
+        both.add_counts("h", {v: 1})
+    b.add_counts("h", {1000: 1, 5: 2})
+    both.add_counts("h", {1000: 1})
+    both.add_counts("h", {5: 2})
     a.merge(Summary(b.to_json()))
     assert a.to_json() == both.to_json()
     assert both.to_json()["h"]["min"] == 3 and both.to_json()["h"]["max"] == 1000
+    assert both.to_json()["h"]["count"] == 6 and both.to_json()["h"]["sum"] == 1120
 
 
 def test_kill_minus_nine_then_resume_gives_identical_bytes(tmp_path: Path) -> None:
