@@ -7,13 +7,15 @@ dataset; one with a work folder is an interrupted run that the same command resu
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import json
 import logging
 import sys
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -176,6 +178,26 @@ def _prepare(plan: DatasetPlan, overwrite: bool) -> bool:
     storage.makedirs(storage.join(out, WORK_DIR))
     fmt.write_json(storage.join(out, WORK_DIR, "plan.json"), {"fingerprint": plan.fingerprint})
     return False
+
+
+@contextlib.contextmanager
+def _heap_frozen() -> Iterator[None]:
+    """Keep the objects that exist now (TensorFlow's, a notebook's) out of garbage collection
+    until the block ends.
+
+    A conversion allocates millions of short-lived objects, so full collections come often, and
+    each traverses every object in the process: with TensorFlow loaded, ~0.1 s each (measured:
+    the text benchmark's runs took 0.86-0.93 s without them and up to 1.11 s with them). Frozen
+    objects are not scanned; they are unfrozen after, unless the caller had frozen some itself.
+    """
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _progress_bar(total: int | None, unit: str, quiet: bool) -> Any:
@@ -369,7 +391,8 @@ def write_dataset(
         bar.update(items)
 
     try:
-        output = runner(todo, on_progress)
+        with _heap_frozen():
+            output = runner(todo, on_progress)
     except BaseException:
         _remove_temporaries(plan.out_dir)
         raise

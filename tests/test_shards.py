@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -10,6 +11,8 @@ import time
 from pathlib import Path
 
 from feedgpu import ImageOptions, convert_images, write_sample_images
+from feedgpu.conversion import PoolRunner, write_dataset
+from feedgpu.converters.images import ImageProcessor, plan_image_dataset
 from feedgpu.shards import Summary, plan_shards
 
 
@@ -108,3 +111,31 @@ def test_resume_rewrites_a_finished_shard_that_no_longer_reads_back(tmp_path: Pa
     data[-40] ^= 0xFF  # same size, damaged content
     shard.write_bytes(bytes(data))
     assert load_finished(str(tmp_path), task) is None
+
+
+def test_heap_is_frozen_while_shards_are_written_and_as_found_after(
+    tmp_path: Path, image_folder: Path
+) -> None:
+    frozen_during: list[int] = []
+
+    def convert(out: Path) -> None:
+        plan = plan_image_dataset(str(image_folder), str(out), ImageOptions())
+        with PoolRunner(ImageProcessor(ImageOptions()), str(out), workers=1, strict=False) as run:
+
+            def runner(todo, on_progress):  # type: ignore[no-untyped-def]
+                frozen_during.append(gc.get_freeze_count())
+                return run(todo, on_progress)
+
+            write_dataset(plan, runner, quiet=True)
+
+    assert gc.get_freeze_count() == 0
+    convert(tmp_path / "a")
+    assert frozen_during[0] > 0  # the objects from before the run are out of collections
+    assert gc.get_freeze_count() == 0  # and back in them after
+    gc.freeze()  # a caller that froze its own objects (before forking, say) keeps them frozen
+    try:
+        convert(tmp_path / "b")
+        assert gc.get_freeze_count() > 0  # not unfrozen by the conversion
+    finally:
+        gc.unfreeze()
+    assert dataset_bytes(tmp_path / "a") == dataset_bytes(tmp_path / "b")
