@@ -171,6 +171,8 @@ def parse_split_fractions(spec: str) -> dict[str, float]:
 
 def hash_split(rel: str, fractions: dict[str, float]) -> str:
     """Deterministic split for a path: the same file lands in the same split on every run."""
+    if len(fractions) == 1:  # one split (the usual train=1.0): nothing to hash
+        return next(iter(fractions))
     point = int.from_bytes(hashlib.sha256(rel.encode()).digest()[:8], "big") / 2**64
     total = 0.0
     for name, fraction in fractions.items():

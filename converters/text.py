@@ -24,7 +24,13 @@ from feedgpu.converters.listing import (
     split_folders,
 )
 from feedgpu.converters.text_chunks import TextRunner
-from feedgpu.converters.text_sources import Document, ReadOptions, iter_documents, list_text_files
+from feedgpu.converters.text_sources import (
+    Document,
+    ReadOptions,
+    input_bytes,
+    iter_documents,
+    list_text_files,
+)
 from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
 from feedgpu.errors import UsageError
 from feedgpu.shards import (
@@ -131,10 +137,6 @@ def _sources(files: list[SourceFile], options: TextOptions) -> list[TextSource]:
     return sources
 
 
-def _input_bytes(f: SourceFile) -> int:
-    return f.size * 3 if f.rel.lower().endswith(".gz") else f.size  # ~3:1 for text under gzip
-
-
 def plan_text_dataset(
     src: str, out_dir: str, options: TextOptions, *, workers: int = 1, strict: bool = False
 ) -> tuple[DatasetPlan, TextRunner]:
@@ -182,18 +184,18 @@ def plan_text_dataset(
     chunks: list[list[int]] = [[]]
     size = 0
     for i, s in enumerate(sources):
-        if chunks[-1] and size + _input_bytes(s.file) > options.chunk_mb * (1 << 20):
+        if chunks[-1] and size + input_bytes(s.file) > options.chunk_mb * (1 << 20):
             chunks.append([])
             size = 0
         chunks[-1].append(i)
-        size += _input_bytes(s.file)
+        size += input_bytes(s.file)
     # Shards per split from the expected output: ~4 bytes of text per token, ~2 bytes per id.
-    total = sum(_input_bytes(s.file) for s in sources)
+    total = sum(input_bytes(s.file) for s in sources)
     split_bytes: dict[str, float] = {}
     if any(s.split for s in sources):
         for s in sources:
             split_bytes[s.split or "train"] = (
-                split_bytes.get(s.split or "train", 0) + _input_bytes(s.file) / 2
+                split_bytes.get(s.split or "train", 0) + input_bytes(s.file) / 2
             )
     else:
         split_bytes = {k: total * v / 2 for k, v in fractions.items() if v > 0}

@@ -30,7 +30,7 @@ from feedgpu.converters.listing import (
     parse_split_fractions,
 )
 from feedgpu.converters.text_examples import BuiltExamples, ExampleBuilder
-from feedgpu.converters.text_sources import Document, iter_documents
+from feedgpu.converters.text_sources import Document, input_bytes, iter_documents
 from feedgpu.converters.tokenizer import TextTokenizer
 from feedgpu.records import encode_example
 from feedgpu.shards import (
@@ -49,7 +49,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 WASTE_LENGTHS = (64, 128, 256, 512, 1024)
 BATCH_DOCS = 512
-PARITY_SAMPLE_CHARS = 200_000  # ~50k tokens: a fraction of a second on both paths
+# The parity sample: a thousandth of the corpus, within bounds. HF, the reference, tokenizes
+# ~0.27 M tokens/s per core, so a fixed 200k characters (~50k tokens, ~0.2 CPU-s) was a tenth
+# of a 50 MB conversion and nothing for 5 GB; proportional, it costs both ~2% and looks harder
+# at bigger corpora. 50k characters (a few dozen documents) still shows any difference in
+# normalisation, vocabulary or unknown-token handling, which changes most documents.
+PARITY_SAMPLE_FRACTION = 0.001
+PARITY_SAMPLE_CHARS = (50_000, 2_000_000)
 
 
 @dataclass
@@ -161,6 +167,9 @@ class TextRunner:
                 before, after, options.max_length, tokenizer.unk_id, bool(label_names)
             )
         self.work = storage.join(plan.out_dir, WORK_DIR)
+        # Per document: a seeded hash picks the shard (a piece key such as "train-00003").
+        self._seed_prefix = f"{options.seed}\0".encode()
+        self._keys = {s: [f"{s}-{i:05d}" for i in range(n)] for s, n in shard_counts.items()}
         # Optimistic until the parity check says otherwise (`run_chunk` redoes what it must).
         self.use_fast = tokenizer.fast_capable
         self.parity: dict[str, Any] = {}
@@ -179,9 +188,9 @@ class TextRunner:
 
     # -- routing ---------------------------------------------------------------------------
     def _shard_key(self, split: str, doc_id: str) -> str:
-        digest = hashlib.sha256(f"{self.options.seed}\0{doc_id}".encode()).digest()
-        shard = int.from_bytes(digest[:8], "big") % self.shard_counts[split]
-        return f"{split}-{shard:05d}"
+        digest = hashlib.sha256(self._seed_prefix + doc_id.encode()).digest()
+        keys = self._keys[split]
+        return keys[int.from_bytes(digest[:8], "big") % len(keys)]
 
     def _documents(self, chunk: list[int]) -> Iterator[tuple[Document | Skip, TextSource]]:
         for i in chunk:
@@ -190,14 +199,19 @@ class TextRunner:
                 yield doc, source
 
     # -- tokenizing ------------------------------------------------------------------------
-    def _tokenize(self, texts: list[str], fast: bool) -> tuple[Any, Any]:
-        """Ids of texts without special tokens, concatenated (int64 numpy); each text's count."""
+    def _tokenize(
+        self, texts: list[str], fast: bool, plain: list[bool] | None = None
+    ) -> tuple[Any, Any]:
+        """Ids of texts without special tokens, concatenated (int64 numpy); each text's count.
+
+        plain: which texts are known to be plain (`Document.plain`), if known.
+        """
         import numpy as np
 
         if not fast:
             with self._hf_lock:
                 return _flat(self.tok.encode_reference(texts))
-        values, lengths, redo = self.tok.fast_ids(texts)
+        values, lengths, redo = self.tok.fast_ids(texts, plain)
         if not redo:
             return values, lengths
         per_text = _per_text(values, lengths)
@@ -212,11 +226,14 @@ class TextRunner:
             return
         sample: list[str] = []
         chars = 0
+        low, high = PARITY_SAMPLE_CHARS
+        corpus = sum(input_bytes(source.file) for source in self.sources)
+        budget = min(high, max(low, int(corpus * PARITY_SAMPLE_FRACTION)))
         for doc, _ in (d for chunk in self.chunks for d in self._documents(chunk)):
             if isinstance(doc, Document) and not self.tok.needs_reference(doc.text):
                 sample.append(doc.text)
                 chars += len(doc.text)
-                if chars >= PARITY_SAMPLE_CHARS:
+                if chars >= budget:
                     break
         mismatches = 0
         if sample:
@@ -228,6 +245,7 @@ class TextRunner:
         self.parity = {
             "path": "fast_wordpiece" if self.use_fast else "hf",
             "sample_documents": len(sample),
+            "sample_characters": chars,
             "mismatched_documents": mismatches,
             "mismatch_rate": round(mismatches / len(sample), 6) if sample else 0.0,
         }
@@ -244,7 +262,9 @@ class TextRunner:
 
         Runs on a worker thread: both steps are graph calls (or HF's), mostly without the GIL.
         """
-        values, lengths = self._tokenize([doc.text for doc, _, _ in items], fast)
+        values, lengths = self._tokenize(
+            [doc.text for doc, _, _ in items], fast, [doc.plain for doc, _, _ in items]
+        )
         if self.examples is None:
             return values, lengths
         labels = None
@@ -393,7 +413,7 @@ class TextRunner:
     def __call__(self, todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput:
         if not self.on_beam:
             # Beside the first chunk, which takes the fast path meanwhile (redone with HF if
-            # the verdict is against it): the sample on both tokenizers costs ~0.06 s a run.
+            # the verdict is against it).
             starter = ThreadPoolExecutor(1, thread_name_prefix="feedgpu-parity")
             self._parity = starter.submit(self.check_parity)
             starter.shutdown(wait=False)

@@ -234,12 +234,25 @@ def _masked_crc(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
+_pack_u32 = struct.Struct("<I").pack
+_HEADS: dict[int, bytes] = {}  # by record length: lengths repeat, their CRCs need not be redone
+
+
+def _head(length: int) -> bytes:
+    """What goes before a record's data: its length and the length's masked CRC32C."""
+    head = _HEADS.get(length)
+    if head is None:
+        packed = struct.pack("<Q", length)
+        head = packed + _pack_u32(_masked_crc(packed))
+        if len(_HEADS) < 1 << 16:
+            _HEADS[length] = head
+    return head
+
+
 def _framing(data: bytes) -> tuple[bytes, bytes]:
-    """What goes before one record's data (its length and the length's masked CRC32C) and
-    after it (the data's masked CRC32C): the TFRecord format."""
-    length = struct.pack("<Q", len(data))
-    head = length + struct.pack("<I", _masked_crc(length))
-    return head, struct.pack("<I", _masked_crc(data))
+    """What goes before one record's data and after it (the data's masked CRC32C): the TFRecord
+    format."""
+    return _head(len(data)), _pack_u32(_masked_crc(data))
 
 
 class Writable(Protocol):
@@ -259,10 +272,12 @@ def write_record(stream: Writable, data: bytes) -> int:
 
 def frame_records(records: Sequence[bytes]) -> bytes:
     """Many TFRecords as one bytes object: one write instead of three per record."""
-    parts = []
+    parts: list[bytes] = []
+    append = parts.append
     for data in records:
-        head, tail = _framing(data)
-        parts += [head, data, tail]
+        append(_head(len(data)))
+        append(data)
+        append(_pack_u32(_masked_crc(data)))
     return b"".join(parts)
 
 

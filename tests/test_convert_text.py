@@ -360,13 +360,13 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
     before_verdict = 0  # documents the fast path tokenized before the parity check ran
     chunk_done = threading.Event()
 
-    def wrong_fast_ids(self, texts):  # a fast path that disagrees with HF
+    def wrong_fast_ids(self, texts, plain=None):  # a fast path that disagrees with HF
         nonlocal before_verdict
         if not chunk_done.is_set():
             before_verdict += len(texts)
             if before_verdict >= 1500:
                 chunk_done.set()
-        values, lengths, unsure = real_fast_ids(self, texts)
+        values, lengths, unsure = real_fast_ids(self, texts, plain)
         return (values + 1) % len(vocab), lengths, unsure
 
     def late_parity(self):  # the verdict arrives only once the whole chunk was tokenized
@@ -422,3 +422,35 @@ def test_json_lines_edge_cases_read_as_the_standard_library_reads_them(tmp_path:
         ("a.jsonl:8", "not UTF-8"),
         ("a.jsonl:9", "malformed JSON"),
     ]
+
+
+def test_documents_marked_plain_are_exactly_the_ones_the_fast_path_gets_right(
+    tmp_path: Path,
+) -> None:
+    """The JSON reader marks a text plain (no re-check before the fast tokenizer) from its raw
+    line; a mark on a text with a control or non-ASCII character would skip a needed check."""
+    import random
+
+    from tokenizers import BertWordPieceTokenizer
+
+    from feedgpu.converters.listing import SourceFile
+    from feedgpu.converters.text_sources import Document, ReadOptions, iter_documents
+
+    rng = random.Random(7)
+    alphabet = ["a", "Z", " ", "\t", "\n", "\r", "\\", "u", "b", "f", '"', "\x01", "\x08"]
+    alphabet += ["\x0c", "\x7f", "\x1f", "é", "ß", "\u200b", "😀"]
+    texts = ["plain words", "tab\tand\nnewline", "back\\slash u b f", "x\x7fdel", "ctl\x0cff"]
+    texts += ["".join(rng.choices(alphabet, k=rng.randint(1, 12))) for _ in range(400)]
+    lines = [json.dumps({"text": t}, ensure_ascii=rng.random() < 0.5) for t in texts]
+    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    source = SourceFile("a.jsonl", str(tmp_path / "a.jsonl"), 0, 0)
+    docs = [d for d in iter_documents(source, ReadOptions()) if isinstance(d, Document)]
+    vocab = {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "a": 3}
+    tok = TextTokenizer(BertWordPieceTokenizer(vocab, lowercase=True)._tokenizer)
+    for doc in docs:
+        if doc.plain:
+            assert doc.text.isascii() and not tok.needs_reference(doc.text), repr(doc.text)
+    marked = {d.text for d in docs if d.plain}
+    assert {"plain words", "tab\tand\nnewline", "back\\slash u b f"} <= marked
+    assert not {"x\x7fdel", "ctl\x0cff"} & marked
+    assert len(marked) > 20  # random texts of printable ASCII and tab/CR/LF are marked too
