@@ -22,6 +22,7 @@ from feedgpu.conversion import (
     DatasetPlan,
     PoolRunner,
     check_runner,
+    heap_frozen,
     write_dataset,
 )
 from feedgpu.converters.listing import (
@@ -300,6 +301,7 @@ def plan_image_dataset(
     )
 
 
+@heap_frozen()
 def convert_images(
     src: str,
     out_dir: str,

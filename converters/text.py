@@ -12,7 +12,13 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from feedgpu import format as fmt
-from feedgpu.conversion import ConversionReport, DatasetPlan, check_runner, write_dataset
+from feedgpu.conversion import (
+    ConversionReport,
+    DatasetPlan,
+    check_runner,
+    heap_frozen,
+    write_dataset,
+)
 from feedgpu.converters.listing import (
     SPLIT_FOLDERS,
     SourceFile,
@@ -252,6 +258,7 @@ def plan_text_dataset(
     return plan, runner
 
 
+@heap_frozen()
 def convert_text(
     src: str,
     out_dir: str,

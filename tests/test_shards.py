@@ -10,9 +10,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from feedgpu import ImageOptions, convert_images, write_sample_images
-from feedgpu.conversion import PoolRunner, write_dataset
-from feedgpu.converters.images import ImageProcessor, plan_image_dataset
+from feedgpu.converters.images import ImageProcessor
 from feedgpu.shards import Summary, plan_shards
 
 
@@ -113,28 +114,25 @@ def test_resume_rewrites_a_finished_shard_that_no_longer_reads_back(tmp_path: Pa
     assert load_finished(str(tmp_path), task) is None
 
 
-def test_heap_is_frozen_while_shards_are_written_and_as_found_after(
-    tmp_path: Path, image_folder: Path
+def test_heap_is_frozen_during_a_conversion_and_as_found_after(
+    tmp_path: Path, image_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     frozen_during: list[int] = []
+    process = ImageProcessor.process
 
-    def convert(out: Path) -> None:
-        plan = plan_image_dataset(str(image_folder), str(out), ImageOptions())
-        with PoolRunner(ImageProcessor(ImageOptions()), str(out), workers=1, strict=False) as run:
+    def recording(self, item):  # type: ignore[no-untyped-def]
+        frozen_during.append(gc.get_freeze_count())
+        return process(self, item)
 
-            def runner(todo, on_progress):  # type: ignore[no-untyped-def]
-                frozen_during.append(gc.get_freeze_count())
-                return run(todo, on_progress)
-
-            write_dataset(plan, runner, quiet=True)
-
+    monkeypatch.setattr(ImageProcessor, "process", recording)
+    thresholds = gc.get_threshold()
     assert gc.get_freeze_count() == 0
-    convert(tmp_path / "a")
-    assert frozen_during[0] > 0  # the objects from before the run are out of collections
-    assert gc.get_freeze_count() == 0  # and back in them after
+    convert_images(str(image_folder), str(tmp_path / "a"), workers=1, quiet=True)
+    assert frozen_during and min(frozen_during) > 0  # older objects were out of collections
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == thresholds  # and back after
     gc.freeze()  # a caller that froze its own objects (before forking, say) keeps them frozen
     try:
-        convert(tmp_path / "b")
+        convert_images(str(image_folder), str(tmp_path / "b"), workers=1, quiet=True)
         assert gc.get_freeze_count() > 0  # not unfrozen by the conversion
     finally:
         gc.unfreeze()
