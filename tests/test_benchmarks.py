@@ -34,9 +34,11 @@ def test_bench_convert_text_smoke(capsys) -> None:
     result = bench.main(["--mb", "0.3", "--rounds", "1", "--vocab-size", "300"])
     assert result.tokens > 0 and result.documents > 0
     assert result.ceiling_tok_s > 0 and result.plain_tok_s > 0 and result.ours_tok_s > 0
-    assert "ours/(b) =" in capsys.readouterr().out.splitlines()[-1]
+    assert result.threads_tok_s and result.threads_tok_s > 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert "ours/(b) =" in last and "ours/(a') =" in last
     bpe = bench.main(["--mb", "0.2", "--rounds", "1", "--vocab-size", "300", "--bpe"])
-    assert bpe.tokenizer == "bpe" and bpe.ours_tok_s > 0
+    assert bpe.tokenizer == "bpe" and bpe.ours_tok_s > 0 and bpe.threads_tok_s is None
 
 
 def test_bench_pipeline_smoke(tmp_path: Path, capsys) -> None:
