@@ -225,6 +225,7 @@ class TextRunner:
             self.parity = {"path": "hf", "reason": "not a BERT WordPiece tokenizer"}
             return
         sample: list[str] = []
+        plain: list[bool] = []
         chars = 0
         low, high = PARITY_SAMPLE_CHARS
         corpus = sum(input_bytes(source.file) for source in self.sources)
@@ -232,13 +233,20 @@ class TextRunner:
         for doc, _ in (d for chunk in self.chunks for d in self._documents(chunk)):
             if isinstance(doc, Document) and not self.tok.needs_reference(doc.text):
                 sample.append(doc.text)
+                plain.append(doc.plain)
                 chars += len(doc.text)
                 if chars >= budget:
                     break
         mismatches = 0
         if sample:
-            values, lengths, _ = self.tok.fast_ids(sample)
-            fast = _per_text(values, lengths)
+            fast: list[Any] = [None] * len(sample)
+            for route in (True, False):  # plain texts take their own graph: check both
+                at = [i for i, p in enumerate(plain) if p == route]
+                if at:
+                    texts = [sample[i] for i in at]
+                    values, lengths, _ = self.tok.fast_ids(texts, [route] * len(at))
+                    for i, ids in zip(at, _per_text(values, lengths), strict=True):
+                        fast[i] = ids
             reference = self.tok.encode_reference(sample)
             mismatches = sum(1 for f, r in zip(fast, reference, strict=True) if f.tolist() != r)
         self.use_fast = mismatches == 0

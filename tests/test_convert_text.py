@@ -454,3 +454,36 @@ def test_documents_marked_plain_are_exactly_the_ones_the_fast_path_gets_right(
     assert {"plain words", "tab\tand\nnewline", "back\\slash u b f"} <= marked
     assert not {"x\x7fdel", "ctl\x0cff"} & marked
     assert len(marked) > 20  # random texts of printable ASCII and tab/CR/LF are marked too
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_plain_batches_take_the_short_graph_with_the_whole_tokenizers_ids(
+    tmp_path: Path, lowercase: bool
+) -> None:
+    """Batches of plain texts skip BERT's normaliser (lowercasing in-graph instead): the ids
+    must be the full FastBertTokenizer's and HF's, cased or not, with tabs, CR, LF,
+    punctuation and over-long words."""
+    import random
+
+    import numpy as np
+
+    from feedgpu.converters.text_chunks import _per_text
+    from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "Hello", "world", "##s"]
+    vocab += ["!", ",", ".", "the", "The", "##re", "a", "x", "(", ")"]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tok = load_tokenizer(TokenizerSpec.parse(str(tmp_path / "vocab.txt"), lowercase=lowercase))
+    rng = random.Random(3)
+    pieces = ["hello", "Hello", "HELLO", "worlds", "the", "There", "!", ",", "\t", "\n", "\r"]
+    pieces += [" ", "  ", "x" * 120, "a.b", "(x)", "~", "`", "{}", "WoRlD", "zz"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 30))) for _ in range(300)]
+    texts = [t for t in texts if t.strip()]
+    short_values, short_lengths, short_unsure = tok.fast_ids(texts, [True] * len(texts))
+    assert tok._fast_graph[1] is not tok._fast_graph[0]  # the short graph exists and ran
+    whole_values, whole_lengths, whole_unsure = tok.fast_ids(texts)
+    assert short_unsure == whole_unsure == []
+    assert np.array_equal(short_lengths, whole_lengths)
+    assert np.array_equal(short_values, whole_values)
+    hf = tok.encode_reference(texts)
+    assert [ids.tolist() for ids in _per_text(short_values, short_lengths)] == hf
