@@ -1,5 +1,5 @@
 """`python -m feedgpu` runs the CLI."""
 
-from feedgpu.cli import main
+from feedgpu.cli import run
 
-raise SystemExit(main())
+run()

@@ -6,8 +6,10 @@ Nothing here imports TensorFlow at module load, so `feedgpu --help` answers at o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -610,6 +612,22 @@ def _parse_delay(text: str) -> tuple[str, float]:
 
 def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, sort_keys=True))
+
+
+def run() -> NoReturn:
+    """The `feedgpu` command: `main`, then an exit that skips the interpreter's teardown.
+
+    By then every file a command wrote is closed (the manifest fsynced) and the output is
+    flushed here; the teardown would only free memory object by object: 0.6 s after a text
+    conversion (TensorFlow loaded), ~30 ms after an image one, measured from the command's
+    last output line to its exit.
+    """
+    code = main()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe (`| head`): no one reads
+            stream.flush()
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

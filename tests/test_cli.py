@@ -167,3 +167,35 @@ def test_python_dash_m_and_sample_images(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert len(list((tmp_path / "s").rglob("*.jpg"))) == 6
+
+
+def test_the_command_delivers_its_output_and_exit_code_without_the_teardown(
+    tmp_path: Path,
+) -> None:
+    """`python -m feedgpu` (and the console script) exit with os._exit after flushing: the
+    JSON summary must arrive whole and the codes must be main's."""
+    src = tmp_path / "s"
+    command = [sys.executable, "-m", "feedgpu"]
+    made = subprocess.run(
+        [*command, "sample-images", str(src), "--classes", "2", "--per-class", "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    done = subprocess.run(
+        [*command, "convert", "images", str(src), str(tmp_path / "out"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["num_examples"] == 6
+    refused = subprocess.run(
+        [*command, "convert", "images", str(tmp_path / "missing"), str(tmp_path / "o2")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("feedgpu: error: ") and refused.stderr.count("\n") == 1
