@@ -204,13 +204,11 @@ def heap_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
-def _progress_bar(total: int | None, unit: str, quiet: bool) -> Any:
+def _progress_bar(total: int | None, unit: str) -> Any:
     from tqdm import tqdm
 
     tqdm.monitor_interval = 0  # no monitor thread: worker processes may be forked after this
-    return tqdm(
-        total=total, unit=unit, disable=quiet, file=sys.stderr, dynamic_ncols=True, smoothing=0.1
-    )
+    return tqdm(total=total, unit=unit, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
 
 
 def _finalize(
@@ -386,8 +384,11 @@ def write_dataset(
     bars: list[Any] = []  # made at the first report: tqdm loads while the workers run
 
     def on_progress(items: int, measured: int) -> None:
+        if quiet:  # no bar: tqdm is not even imported (~25 ms of CPU the workers can use)
+            return
         if not bars:
-            bars.append(_progress_bar(total, unit, quiet))
+            bars.append(_progress_bar(total, unit))
+            bars[0].start_t -= time.perf_counter() - start  # its rates count from our start
         bar = bars[0]
         amount[0] += measured
         elapsed = max(time.perf_counter() - start, 1e-6)

@@ -308,16 +308,13 @@ def write_shard(
 _worker: dict[str, Any] = {}
 
 
-def _init_worker(processor: ShardProcessor, out_dir: str, strict: bool, counter: Any) -> None:
-    _worker.update(processor=processor, out_dir=out_dir, strict=strict, counter=counter)
+def _init_worker(processor: ShardProcessor, out_dir: str, strict: bool, progress: Any) -> None:
+    _worker.update(processor=processor, out_dir=out_dir, strict=strict, progress=progress)
     processor.warm_up()
 
 
 def _count(items: int, num_bytes: int) -> None:
-    counter = _worker["counter"]
-    with counter.get_lock():
-        counter[0] += items
-        counter[1] += num_bytes
+    _worker["progress"].put((items, num_bytes))
 
 
 def _run_task(task: ShardTask) -> ShardResult:
@@ -353,11 +350,13 @@ class ShardPool:
             safe_to_fork = threading.active_count() == 1 and "tensorflow" not in sys.modules
             fork = safe_to_fork and os.name == "posix"
             ctx = multiprocessing.get_context("fork" if fork else "spawn")
-            self._counter = ctx.Array("q", 2)
+            # Progress reports (every 16 items) on a queue: the Pool's own kind, so no
+            # shared-memory machinery (ctypes, a heap) is loaded for a counter.
+            self._progress = ctx.SimpleQueue()
             self._pool = ctx.Pool(
                 workers,
                 initializer=_init_worker,
-                initargs=(processor, out_dir, strict, self._counter),
+                initargs=(processor, out_dir, strict, self._progress),
             )
 
     def __enter__(self) -> ShardPool:
@@ -386,7 +385,7 @@ class ShardPool:
                 )
                 for t in pending
             ]
-        counter, seen = self._counter, [0, 0]
+        reports = self._progress
         results: list[ShardResult] = []
         futures = [self._pool.apply_async(_run_task, (t,)) for t in pending]
         while futures:
@@ -397,8 +396,9 @@ class ShardPool:
                 results.append(f.get())  # re-raises a worker's InputError here
                 # Flush finished shards while the workers compute, not all at the end.
                 storage.sync_files([storage.join(self.out_dir, results[-1].filename)])
-            with counter.get_lock():
-                now = [counter[0], counter[1]]
-            on_progress(now[0] - seen[0], now[1] - seen[1])
-            seen = now
+            items = measured = 0
+            while not reports.empty():  # a worker reports before its task's result is sent
+                more_items, more_bytes = reports.get()
+                items, measured = items + more_items, measured + more_bytes
+            on_progress(items, measured)
         return results
