@@ -158,7 +158,7 @@ class TextRunner:
         strict: bool,
     ) -> None:
         self.plan, self.sources, self.chunks = plan, sources, chunks
-        self.shard_counts, self.tok, self.options = shard_counts, tokenizer, options
+        self.tok, self.options = tokenizer, options
         self.label_index = {name: i for i, name in enumerate(label_names)}
         self.workers, self.strict = workers, strict
         self.fractions = parse_split_fractions(options.split) if options.split else {"train": 1.0}

@@ -67,7 +67,7 @@ class DirectWriter:
                 raise
             self._fd = os.open(path, flags & ~getattr(os, "O_DIRECT", 0), 0o666)
         self._length = 0
-        self._error: OSError | None = None
+        self._error: Exception | None = None
         self._free: queue.SimpleQueue[mmap.mmap] = queue.SimpleQueue()
         for buffer in _take_buffers():
             self._free.put(buffer)
@@ -104,10 +104,10 @@ class DirectWriter:
             buffer, used = item
             if self._error is None:
                 size = -(-used // ALIGN) * ALIGN
-                buffer[used:size] = bytes(size - used)  # the padding close() cuts off
                 try:
+                    buffer[used:size] = bytes(size - used)  # the padding close() cuts off
                     self._write_all(memoryview(buffer)[:size])
-                except OSError as e:
+                except Exception as e:  # raised to the writer's caller; the buffer comes back
                     self._error = e
             self._free.put(buffer)
 
