@@ -373,6 +373,13 @@ class TextRunner:
         # better; six, worse.
         with ThreadPoolExecutor(2 * max(1, self.workers)) as pool:
             pending: list[Any] = []
+
+            def submit(items: list[tuple[Document, str, int | None]]) -> None:
+                nonlocal fast_used
+                fast = self.use_fast  # read once: the parity verdict may land meanwhile
+                fast_used |= fast
+                pending.append((items, pool.submit(self._encode, items, fast)))
+
             for doc, source in self._documents(self.chunks[index]):
                 if isinstance(doc, Skip):
                     check_strict([doc], self.strict)
@@ -389,12 +396,10 @@ class TextRunner:
                 batch.append((doc, split, label))
                 if len(batch) >= BATCH_DOCS:
                     items, batch = batch, []
-                    fast_used |= self.use_fast
-                    pending.append((items, pool.submit(self._encode, items, self.use_fast)))
+                    submit(items)
                     tokens += emit_ready(pending, 4 * self.workers)
             if batch:
-                fast_used |= self.use_fast
-                pending.append((batch, pool.submit(self._encode, batch, self.use_fast)))
+                submit(batch)
             tokens += emit_ready(pending, 0)
         pieces = writer.close()
         if self._parity is not None:

@@ -177,10 +177,13 @@ class TextTokenizer:
         with self._lock:
             if self._fast_graph is None:
                 self._fast_graph = self._trace_fast()
-        whole, plain_only = self._fast_graph
-        graph = plain_only if plain is not None and all(plain) else whole
+        whole, short = self._fast_graph
+        batch = tf.constant(list(texts), tf.string)
+        if short is not None and plain is not None and all(plain):
+            values, lengths = short(batch)
+            return values.numpy(), lengths.numpy(), []
         known = tf.constant(plain if plain is not None else [False] * len(texts), tf.bool)
-        values, lengths, cleared = graph(tf.constant(list(texts), tf.string), known)
+        values, lengths, cleared = whole(batch, known)
         unsure = [
             i
             for i, ok in enumerate(cleared.numpy().tolist())
@@ -201,9 +204,9 @@ class TextTokenizer:
         # splitting it and merging the ragged results back cost more than the normaliser.
         words: Any = getattr(fast, "_fast_wordpiece_tokenizer", None)
         lowercase = self.lowercase
-        signature = [tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.bool)]
+        texts = tf.TensorSpec([None], tf.string)
 
-        @tf.function(input_signature=signature, autograph=False)
+        @tf.function(input_signature=[texts, tf.TensorSpec([None], tf.bool)], autograph=False)
         def tokenize(batch: Any, known: Any) -> tuple[Any, Any, Any]:
             ragged = fast.tokenize(batch)
             # Only the texts not known to be plain are scanned (RE2 costs ~7% of tokenizing).
@@ -212,12 +215,12 @@ class TextTokenizer:
             plain = tf.tensor_scatter_nd_update(known, unknown, checked)
             return ragged.flat_values, ragged.row_lengths(), plain
 
-        @tf.function(input_signature=signature, autograph=False)
-        def tokenize_plain(batch: Any, known: Any) -> tuple[Any, Any, Any]:
+        @tf.function(input_signature=[texts], autograph=False)
+        def tokenize_plain(batch: Any) -> tuple[Any, Any]:
             ragged = words.tokenize(tf.strings.lower(batch) if lowercase else batch)
-            return ragged.flat_values, ragged.row_lengths(), known
+            return ragged.flat_values, ragged.row_lengths()
 
-        return tokenize, (tokenize_plain if words is not None else tokenize)
+        return tokenize, (tokenize_plain if words is not None else None)
 
     def encode_reference(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids without special tokens, by HF (its own threads, in batches)."""

@@ -273,11 +273,9 @@ def write_record(stream: Writable, data: bytes) -> int:
 def frame_records(records: Sequence[bytes]) -> bytes:
     """Many TFRecords as one bytes object: one write instead of three per record."""
     parts: list[bytes] = []
-    append = parts.append
     for data in records:
-        append(_head(len(data)))
-        append(data)
-        append(_pack_u32(_masked_crc(data)))
+        head, tail = _framing(data)
+        parts += (head, data, tail)
     return b"".join(parts)
 
 

