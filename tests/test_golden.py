@@ -1,0 +1,126 @@
+"""Golden bytes: one small image shard and small text shards, hashed.
+
+The inputs are fixed bytes (three JPEGs written out here, a WordPiece vocab.txt and literal
+documents), so no encoder or tokenizer-training version can move the hashes: a change here is
+a change of the on-disk format, which readers of existing datasets would feel. Update a hash
+only on purpose, with a note on what changed in the bytes and why.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from feedgpu import ImageOptions, TextOptions, convert_images, convert_text
+
+# Three tiny baseline JPEGs (16x12, 12x16, 20x15), as Pillow wrote them once: stored as is.
+_JPEGS_B64 = (
+    (
+        "/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDABALDA4MChAODQ4SERATGCgaGBYWGDEjJR0oOjM9PDkzODdASFxOQERX"
+        "RTc4UG1RV19iZ2hnPk1xeXBkeFxlZ2P/2wBDARESEhgVGC8aGi9jQjhCY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2Nj"
+        "Y2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2P/wAARCAAMABADASIAAhEBAxEB/8QAHwAAAQUBAQEBAQEAAAAAAAAA"
+        "AAECAwQFBgcICQoL/8QAtRAAAgEDAwIEAwUFBAQAAAF9AQIDAAQRBRIhMUEGE1FhByJxFDKBkaEII0KxwRVS0fAk"
+        "M2JyggkKFhcYGRolJicoKSo0NTY3ODk6Q0RFRkdISUpTVFVWV1hZWmNkZWZnaGlqc3R1dnd4eXqDhIWGh4iJipKT"
+        "lJWWl5iZmqKjpKWmp6ipqrKztLW2t7i5usLDxMXGx8jJytLT1NXW19jZ2uHi4+Tl5ufo6erx8vP09fb3+Pn6/8QA"
+        "HwEAAwEBAQEBAQEBAQAAAAAAAAECAwQFBgcICQoL/8QAtREAAgECBAQDBAcFBAQAAQJ3AAECAxEEBSExBhJBUQdh"
+        "cRMiMoEIFEKRobHBCSMzUvAVYnLRChYkNOEl8RcYGRomJygpKjU2Nzg5OkNERUZHSElKU1RVVldYWVpjZGVmZ2hp"
+        "anN0dXZ3eHl6goOEhYaHiImKkpOUlZaXmJmaoqOkpaanqKmqsrO0tba3uLm6wsPExcbHyMnK0tPU1dbX2Nna4uPk"
+        "5ebn6Onq8vP09fb3+Pn6/9oADAMBAAIRAxEAPwBkVttUZFak8VtHFH5Lcn3zn61DAoMRJ7GqyffX61vRpezk432O"
+        "DHVfig1e/wCB/9k="
+    ),
+    (
+        "/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDABALDA4MChAODQ4SERATGCgaGBYWGDEjJR0oOjM9PDkzODdASFxOQERX"
+        "RTc4UG1RV19iZ2hnPk1xeXBkeFxlZ2P/2wBDARESEhgVGC8aGi9jQjhCY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2Nj"
+        "Y2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2P/wAARCAAQAAwDASIAAhEBAxEB/8QAHwAAAQUBAQEBAQEAAAAAAAAA"
+        "AAECAwQFBgcICQoL/8QAtRAAAgEDAwIEAwUFBAQAAAF9AQIDAAQRBRIhMUEGE1FhByJxFDKBkaEII0KxwRVS0fAk"
+        "M2JyggkKFhcYGRolJicoKSo0NTY3ODk6Q0RFRkdISUpTVFVWV1hZWmNkZWZnaGlqc3R1dnd4eXqDhIWGh4iJipKT"
+        "lJWWl5iZmqKjpKWmp6ipqrKztLW2t7i5usLDxMXGx8jJytLT1NXW19jZ2uHi4+Tl5ufo6erx8vP09fb3+Pn6/8QA"
+        "HwEAAwEBAQEBAQEBAQAAAAAAAAECAwQFBgcICQoL/8QAtREAAgECBAQDBAcFBAQAAQJ3AAECAxEEBSExBhJBUQdh"
+        "cRMiMoEIFEKRobHBCSMzUvAVYnLRChYkNOEl8RcYGRomJygpKjU2Nzg5OkNERUZHSElKU1RVVldYWVpjZGVmZ2hp"
+        "anN0dXZ3eHl6goOEhYaHiImKkpOUlZaXmJmaoqOkpaanqKmqsrO0tba3uLm6wsPExcbHyMnK0tPU1dbX2Nna4uPk"
+        "5ebn6Onq8vP09fb3+Pn6/9oADAMBAAIRAxEAPwBtxGr3bOB8pPzDPU96kflicUs+xQ0rPheWJxnFUF1a1cElmT2Z"
+        "T/SuWEOXS1j3KdSMUlJ9D//Z"
+    ),
+    (
+        "/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDABALDA4MChAODQ4SERATGCgaGBYWGDEjJR0oOjM9PDkzODdASFxOQERX"
+        "RTc4UG1RV19iZ2hnPk1xeXBkeFxlZ2P/2wBDARESEhgVGC8aGi9jQjhCY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2Nj"
+        "Y2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2P/wAARCAAPABQDASIAAhEBAxEB/8QAHwAAAQUBAQEBAQEAAAAAAAAA"
+        "AAECAwQFBgcICQoL/8QAtRAAAgEDAwIEAwUFBAQAAAF9AQIDAAQRBRIhMUEGE1FhByJxFDKBkaEII0KxwRVS0fAk"
+        "M2JyggkKFhcYGRolJicoKSo0NTY3ODk6Q0RFRkdISUpTVFVWV1hZWmNkZWZnaGlqc3R1dnd4eXqDhIWGh4iJipKT"
+        "lJWWl5iZmqKjpKWmp6ipqrKztLW2t7i5usLDxMXGx8jJytLT1NXW19jZ2uHi4+Tl5ufo6erx8vP09fb3+Pn6/8QA"
+        "HwEAAwEBAQEBAQEBAQAAAAAAAAECAwQFBgcICQoL/8QAtREAAgECBAQDBAcFBAQAAQJ3AAECAxEEBSExBhJBUQdh"
+        "cRMiMoEIFEKRobHBCSMzUvAVYnLRChYkNOEl8RcYGRomJygpKjU2Nzg5OkNERUZHSElKU1RVVldYWVpjZGVmZ2hp"
+        "anN0dXZ3eHl6goOEhYaHiImKkpOUlZaXmJmaoqOkpaanqKmqsrO0tba3uLm6wsPExcbHyMnK0tPU1dbX2Nna4uPk"
+        "5ebn6Onq8vP09fb3+Pn6/9oADAMBAAIRAxEAPwDLS4BQcfN09M1NC+5uDxVLRIRf6hFbuSofOWHXABPH5V0er6bb"
+        "2aRzQAoC20pknPBOefpXdUxcVNU3uznrQbV3sjPK564P1FFOUFhkdKKu7ObloH//2Q=="
+    ),
+)
+JPEGS = [base64.b64decode(s) for s in _JPEGS_B64]
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "dog", "sat", "on", "mat"]
+VOCAB += ["a", "log", "ran", "far", "##s", "!", ".", "big", "red", "and"]
+DOCUMENTS = {
+    "pos/0.txt": "The cat sat on the mat.",
+    "pos/1.txt": "A big red dog ran far!",
+    "pos/2.txt": "cats and dogs sat on a log",
+    "neg/0.txt": "the dog sat",
+    "neg/1.txt": "Mats, logs and zebras.",
+    "neg/2.txt": "red",
+}
+
+
+def _digests(out: Path) -> dict[str, str]:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+        for p in sorted(out.glob("*.tfrecord-*"))
+    }
+
+
+def test_image_shard_bytes_are_pinned(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    for i, data in enumerate(JPEGS * 2):
+        folder = src / ("cat" if i % 2 else "dog")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{i}.jpg").write_bytes(data)
+    out = tmp_path / "golden"
+    convert_images(str(src), str(out), ImageOptions(num_shards=1, name="golden"), quiet=True)
+    assert _digests(out) == {"golden-train.tfrecord-00000-of-00001": "10d16e2b5c72a084"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (
+            {},
+            {
+                "golden-train.tfrecord-00000-of-00002": "1f73d3b616f71012",
+                "golden-train.tfrecord-00001-of-00002": "3c23676d77b99204",
+            },
+        ),
+        (
+            {"pack": 8},
+            {
+                "golden-train.tfrecord-00000-of-00002": "2a6ee9aac8f54fca",
+                "golden-train.tfrecord-00001-of-00002": "5e4ccf6737d0b8dd",
+            },
+        ),
+    ],
+)
+def test_text_shard_bytes_are_pinned(tmp_path: Path, extra: dict, expected: dict) -> None:
+    (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    src = tmp_path / "src"
+    for rel, text in DOCUMENTS.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+    out = tmp_path / "golden"
+    options = TextOptions(
+        tokenizer=str(tmp_path / "vocab.txt"),
+        folder_labels=not extra,
+        num_shards=2,
+        name="golden",
+        **extra,
+    )
+    convert_text(str(src), str(out), options, quiet=True)
+    assert _digests(out) == expected
