@@ -80,7 +80,7 @@ def image_rates(data: str, batch: int) -> dict[str, float]:
     import tensorflow_datasets as tfds
 
     import feedgpu
-    from feedgpu.augment import crop_window, decode_crop_resize
+    from feedgpu.pipeline.images import crop_window, decode_crop_resize
 
     spec = feedgpu.PipelineSpec.for_dataset(data, batch_size=batch, training=True)
     examples = list(feedgpu.read_dataset(spec.with_changes(shuffle_buffer=0, cache=None)))
@@ -229,9 +229,9 @@ def main(argv: Sequence[str] | None = None) -> PipelineBenchResult:
     from bench_convert_text import make_corpus
 
     import feedgpu
-    from feedgpu.augment import padding_waste
+    from feedgpu.convert.shards import default_workers
     from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
-    from feedgpu.shards import default_workers
+    from feedgpu.pipeline.text import padding_waste
 
     tmp = tempfile.mkdtemp(prefix="bench_pipeline_")
     root = args.data or tmp

@@ -63,9 +63,9 @@ def main(argv: Sequence[str] | None = None) -> VerdictBenchResult:
     args = parser.parse_args(argv)
 
     import feedgpu
-    from feedgpu.bench import BenchOptions, bench_input, make_default_dataset
-    from feedgpu.bench_report import verdict_for
-    from feedgpu.stages import StageChanges
+    from feedgpu.bench.measure import BenchOptions, bench_input, make_default_dataset
+    from feedgpu.bench.report import verdict_for
+    from feedgpu.pipeline.stages import StageChanges
 
     workdir = args.data or tempfile.mkdtemp(prefix="bench-verdict-")
     # bench-input's own sample data (re-runs with --data reuse it: conversion is a no-op)

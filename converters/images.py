@@ -15,9 +15,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from feedgpu import format as fmt
 from feedgpu import storage
-from feedgpu.conversion import (
+from feedgpu.convert.run import (
     ConversionReport,
     DatasetPlan,
     PoolRunner,
@@ -25,6 +24,7 @@ from feedgpu.conversion import (
     heap_frozen,
     write_dataset,
 )
+from feedgpu.convert.shards import Skip, SkipItem, default_workers, plan_shards
 from feedgpu.converters.listing import (
     SourceFile,
     assign_splits,
@@ -34,8 +34,8 @@ from feedgpu.converters.listing import (
     walk_source,
 )
 from feedgpu.errors import UsageError
-from feedgpu.records import encode_example
-from feedgpu.shards import Skip, SkipItem, default_workers, plan_shards
+from feedgpu.format import layout as fmt
+from feedgpu.format.records import encode_example
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff"})
 # Pillow's own default (about 89 MP): beyond it, decoding one file can take gigabytes.
@@ -330,7 +330,7 @@ def convert_images(
         workers = 1
     with contextlib.ExitStack() as stack:
         if runner == "beam":
-            from feedgpu.beam import beam_runner
+            from feedgpu.convert.beam import beam_runner
 
             shard_runner = beam_runner(processor, out_dir, strict=strict, options=beam_options)
         else:  # started first: the workers load their decoders while the source is listed

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from feedgpu import storage
+from feedgpu.convert.shards import Skip
 from feedgpu.errors import InputError, UsageError
-from feedgpu.shards import Skip
 
 SPLIT_FOLDERS = {
     "train": "train",

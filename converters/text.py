@@ -11,13 +11,18 @@ import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
-from feedgpu import format as fmt
-from feedgpu.conversion import (
+from feedgpu.convert.run import (
     ConversionReport,
     DatasetPlan,
     check_runner,
     heap_frozen,
     write_dataset,
+)
+from feedgpu.convert.shards import (
+    ShardTask,
+    Skip,
+    count_shards,
+    default_workers,
 )
 from feedgpu.converters.listing import (
     SPLIT_FOLDERS,
@@ -39,12 +44,7 @@ from feedgpu.converters.text_sources import (
 )
 from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
 from feedgpu.errors import UsageError
-from feedgpu.shards import (
-    ShardTask,
-    Skip,
-    count_shards,
-    default_workers,
-)
+from feedgpu.format import layout as fmt
 
 logger = logging.getLogger(__name__)
 
@@ -280,7 +280,7 @@ def convert_text(
     workers = workers or default_workers()
     plan, text_runner = plan_text_dataset(src, out_dir, options, workers=workers, strict=strict)
     if runner == "beam":
-        from feedgpu.beam import require_beam
+        from feedgpu.convert.beam import require_beam
 
         require_beam()
         text_runner.on_beam, text_runner.beam_options = True, beam_options

@@ -23,17 +23,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from feedgpu import storage
-from feedgpu.conversion import DatasetPlan, RunOutput
-from feedgpu.converters.listing import (
-    check_strict,
-    hash_split,
-    parse_split_fractions,
-)
-from feedgpu.converters.text_examples import BuiltExamples, ExampleBuilder
-from feedgpu.converters.text_sources import Document, input_bytes, iter_documents
-from feedgpu.converters.tokenizer import TextTokenizer
-from feedgpu.records import encode_example
-from feedgpu.shards import (
+from feedgpu.convert.run import DatasetPlan, RunOutput
+from feedgpu.convert.shards import (
     WORK_DIR,
     Progress,
     ShardResult,
@@ -42,6 +33,15 @@ from feedgpu.shards import (
     Summary,
     sidecar_path,
 )
+from feedgpu.converters.listing import (
+    check_strict,
+    hash_split,
+    parse_split_fractions,
+)
+from feedgpu.converters.text_examples import BuiltExamples, ExampleBuilder
+from feedgpu.converters.text_sources import Document, input_bytes, iter_documents
+from feedgpu.converters.tokenizer import TextTokenizer
+from feedgpu.format.records import encode_example
 
 if TYPE_CHECKING:
     from feedgpu.converters.text import TextOptions, TextSource
@@ -79,7 +79,7 @@ class ChunkWriter:
 
     def write_many(self, keys: Sequence[str], records: Sequence[bytes]) -> None:
         """Records for several pieces: one framed write per piece instead of per record."""
-        from feedgpu.records import frame_records
+        from feedgpu.format.records import frame_records
 
         by_key: dict[str, list[bytes]] = {}
         for key, record in zip(keys, records, strict=True):
@@ -439,7 +439,7 @@ class TextRunner:
             starter.shutdown(wait=False)
         else:
             self.check_parity()  # before the runner is shipped to Beam's workers
-            from feedgpu.beam import run_on_beam
+            from feedgpu.convert.beam import run_on_beam
 
             missing = [i for i in range(len(self.chunks)) if self._chunk_info(i) is None]
             if missing:
@@ -454,7 +454,7 @@ class TextRunner:
                 on_progress(sum(lengths.values()), int(info.get("tokens", 0)))
             infos.append(info)
         if self.on_beam and todo:
-            from feedgpu.beam import collect_results, run_on_beam
+            from feedgpu.convert.beam import collect_results, run_on_beam
 
             run_on_beam(_BeamAssemble(self, infos), todo, self.beam_options, "assemble shards")
             results = collect_results(self.plan.out_dir, todo, lambda items, measured: None)

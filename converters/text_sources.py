@@ -19,9 +19,9 @@ from typing import Any
 import orjson
 
 from feedgpu import storage
+from feedgpu.convert.shards import Skip
 from feedgpu.converters.listing import SourceFile, walk_source
 from feedgpu.errors import UsageError
-from feedgpu.shards import Skip
 
 TEXT_SUFFIXES = (".txt", ".text", ".jsonl", ".ndjson")
 _BINARY_PROBE = 8192

@@ -12,57 +12,59 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from feedgpu.bench import BenchOptions, bench_input
-    from feedgpu.bench_report import BenchReport, render_report
-    from feedgpu.conversion import ConversionReport
-    from feedgpu.converters.images import ImageOptions, convert_images
-    from feedgpu.converters.text import TextOptions, convert_text
-    from feedgpu.device import (
+    from feedgpu.bench.device import (
         DeviceConfig,
         DeviceSetup,
         DeviceSetupError,
         resolve_devices,
         setup_devices,
     )
+    from feedgpu.bench.measure import BenchOptions, bench_input
+    from feedgpu.bench.report import BenchReport, render_report
+    from feedgpu.convert.run import ConversionReport
+    from feedgpu.converters.images import ImageOptions, convert_images
+    from feedgpu.converters.text import TextOptions, convert_text
     from feedgpu.errors import DatasetError, FeedgpuError, InputError, UsageError
-    from feedgpu.format import Feature, read_manifest
-    from feedgpu.pipeline import PipelineSpec, build_pipeline, dropped_records, read_dataset
+    from feedgpu.format.layout import Feature, read_manifest
+    from feedgpu.format.verify import VerifyReport, verify_dataset
+    from feedgpu.pipeline.build import build_pipeline
+    from feedgpu.pipeline.readers import dropped_records, read_dataset
+    from feedgpu.pipeline.service import start_dispatcher, start_worker
+    from feedgpu.pipeline.spec import PipelineSpec
     from feedgpu.samples import write_sample_images
-    from feedgpu.service import start_dispatcher, start_worker
-    from feedgpu.verify import VerifyReport, verify_dataset
 
 # Where each public name lives: imported on first use, so `feedgpu convert ...` does not pay
 # for the benchmark, pipeline and service modules (~55 ms of a ~1 s image conversion).
 _EXPORTS = {
-    "BenchOptions": "feedgpu.bench",
-    "bench_input": "feedgpu.bench",
-    "BenchReport": "feedgpu.bench_report",
-    "render_report": "feedgpu.bench_report",
-    "ConversionReport": "feedgpu.conversion",
+    "BenchOptions": "feedgpu.bench.measure",
+    "bench_input": "feedgpu.bench.measure",
+    "BenchReport": "feedgpu.bench.report",
+    "render_report": "feedgpu.bench.report",
+    "ConversionReport": "feedgpu.convert.run",
     "ImageOptions": "feedgpu.converters.images",
     "convert_images": "feedgpu.converters.images",
     "TextOptions": "feedgpu.converters.text",
     "convert_text": "feedgpu.converters.text",
-    "DeviceConfig": "feedgpu.device",
-    "DeviceSetup": "feedgpu.device",
-    "DeviceSetupError": "feedgpu.device",
-    "resolve_devices": "feedgpu.device",
-    "setup_devices": "feedgpu.device",
+    "DeviceConfig": "feedgpu.bench.device",
+    "DeviceSetup": "feedgpu.bench.device",
+    "DeviceSetupError": "feedgpu.bench.device",
+    "resolve_devices": "feedgpu.bench.device",
+    "setup_devices": "feedgpu.bench.device",
     "DatasetError": "feedgpu.errors",
     "FeedgpuError": "feedgpu.errors",
     "InputError": "feedgpu.errors",
     "UsageError": "feedgpu.errors",
-    "Feature": "feedgpu.format",
-    "read_manifest": "feedgpu.format",
+    "Feature": "feedgpu.format.layout",
+    "read_manifest": "feedgpu.format.layout",
     "PipelineSpec": "feedgpu.pipeline",
     "build_pipeline": "feedgpu.pipeline",
     "dropped_records": "feedgpu.pipeline",
     "read_dataset": "feedgpu.pipeline",
     "write_sample_images": "feedgpu.samples",
-    "start_dispatcher": "feedgpu.service",
-    "start_worker": "feedgpu.service",
-    "VerifyReport": "feedgpu.verify",
-    "verify_dataset": "feedgpu.verify",
+    "start_dispatcher": "feedgpu.pipeline.service",
+    "start_worker": "feedgpu.pipeline.service",
+    "VerifyReport": "feedgpu.format.verify",
+    "verify_dataset": "feedgpu.format.verify",
 }
 
 

@@ -11,7 +11,7 @@ import shutil
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from feedgpu.direct_write import DirectWriter
+    from feedgpu.convert.direct_write import DirectWriter
 
 
 def is_remote(path: str) -> bool:
@@ -47,7 +47,7 @@ def create_streamed(path: str) -> IO[bytes] | DirectWriter:
         return stream
     if not hasattr(os, "O_DIRECT"):
         return open(path, "wb")
-    from feedgpu.direct_write import DirectWriter
+    from feedgpu.convert.direct_write import DirectWriter
 
     return DirectWriter(path)
 

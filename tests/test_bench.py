@@ -12,16 +12,16 @@ import jsonschema
 import pytest
 
 import feedgpu
-from feedgpu.ablation import run_ablation
-from feedgpu.bench import BenchOptions, bench_input
-from feedgpu.bench_report import BENCH_REPORT_SCHEMA, render_report, verdict_for
+from feedgpu.bench.ablation import run_ablation
+from feedgpu.bench.consumer import build_workload, compute_gradients, make_train_step
+from feedgpu.bench.device import DeviceConfig, DeviceSetupError, resolve_devices, setup_devices
+from feedgpu.bench.gpu_monitor import GpuMonitor
+from feedgpu.bench.measure import BenchOptions, bench_input
+from feedgpu.bench.report import BENCH_REPORT_SCHEMA, render_report, verdict_for
 from feedgpu.cli import main
-from feedgpu.consumer import build_workload, compute_gradients, make_train_step
-from feedgpu.device import DeviceConfig, DeviceSetupError, resolve_devices, setup_devices
-from feedgpu.gpu_monitor import GpuMonitor
-from feedgpu.pipeline import PipelineSpec
+from feedgpu.pipeline.spec import PipelineSpec
+from feedgpu.pipeline.stages import StageChanges
 from feedgpu.samples import write_sample_images
-from feedgpu.stages import StageChanges
 
 # Small images and a memory cache: the pipeline's own cost is small next to the model's.
 QUICK = {"seconds": 2.0, "ablation_seconds": 1.0, "quiet": True}
@@ -258,8 +258,8 @@ import json, sys
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from feedgpu.bench import BenchOptions, bench_input
-from feedgpu.device import DeviceSetup
+from feedgpu.bench.measure import BenchOptions, bench_input
+from feedgpu.bench.device import DeviceSetup
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 setup = DeviceSetup("CPU", (), None, "float32", True, strategy)
 options = BenchOptions(batch_size=8, seconds=1, ablation="never", quiet=True,
@@ -327,7 +327,7 @@ def test_simulated_workers_read_every_record_exactly_once(images: str) -> None:
 
 
 def test_report_explains_a_gap_that_is_not_input_wait() -> None:
-    from feedgpu.bench_report import BenchReport, CapacityPlan, PipelineRate, StepRate
+    from feedgpu.bench.report import BenchReport, CapacityPlan, PipelineRate, StepRate
 
     def steps(rate: float, step_ms: float, share: float) -> StepRate:
         wait = step_ms * share

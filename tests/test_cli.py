@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from feedgpu.cli import main
-from feedgpu.records import decode_example, encode_example, frame_record, read_records
+from feedgpu.format.records import decode_example, encode_example, frame_record, read_records
 
 
 def fresh_python(code: str) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ import tensorflow_datasets as tfds
 from PIL import Image
 
 from feedgpu import DatasetError, ImageOptions, UsageError, convert_images, read_manifest
-from feedgpu.records import decode_example, read_records
+from feedgpu.format.records import decode_example, read_records
 
 
 def read_examples(out: Path) -> dict[str, dict]:

@@ -12,7 +12,7 @@ from tokenizers import Tokenizer
 from feedgpu import DatasetError, UsageError, read_manifest
 from feedgpu.converters.text import TextOptions, convert_text
 from feedgpu.converters.tokenizer import TextTokenizer
-from feedgpu.records import decode_example, read_records
+from feedgpu.format.records import decode_example, read_records
 
 
 def examples(out: Path) -> list[dict]:
@@ -312,7 +312,7 @@ def test_examples_built_in_graph_are_encode_example_bytes(max_length) -> None:
     import numpy as np
 
     from feedgpu.converters import text_examples
-    from feedgpu.records import encode_example
+    from feedgpu.format.records import encode_example
 
     per_doc = [[7, 1, 9], [], [1] * 40, [300, 2**20, 5, 1], [4, 2**40]]
     builder = text_examples.ExampleBuilder([101], [102, 103], max_length, 1, labelled=True)
@@ -392,9 +392,9 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
 def test_json_lines_edge_cases_read_as_the_standard_library_reads_them(tmp_path: Path) -> None:
     """orjson parses the usual line; whatever it refuses takes Python's json, so documents and
     skip reasons are what the standard library alone gives."""
+    from feedgpu.convert.shards import Skip
     from feedgpu.converters.listing import SourceFile
     from feedgpu.converters.text_sources import Document, ReadOptions, iter_documents
-    from feedgpu.shards import Skip
 
     lines = [
         b'{"text": "plain", "label": "a"}',

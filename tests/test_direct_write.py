@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from feedgpu import direct_write
-from feedgpu.direct_write import BLOCK, DirectWriter
+from feedgpu.convert.direct_write import BLOCK, DirectWriter
 
 
 @pytest.mark.parametrize(

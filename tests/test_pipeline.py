@@ -10,7 +10,8 @@ import tensorflow as tf
 
 import feedgpu
 from feedgpu import DatasetError, ImageOptions, PipelineSpec, TextOptions, UsageError
-from feedgpu.augment import choose_boundaries, decode_crop_resize, padding_waste
+from feedgpu.pipeline.images import decode_crop_resize
+from feedgpu.pipeline.text import choose_boundaries, padding_waste
 
 
 @pytest.fixture
@@ -152,7 +153,7 @@ def test_boundaries_minimise_padding() -> None:
 
 
 def test_ignore_errors_drops_only_the_damaged_record_and_counts_it(image_data: Path) -> None:
-    from feedgpu.records import read_records
+    from feedgpu.format.records import read_records
 
     shard = sorted(image_data.glob("*.tfrecord-*"))[0]
     with open(shard, "rb") as f:

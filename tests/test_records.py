@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from feedgpu.records import RecordError, decode_example, encode_example, frame_record, read_records
+from feedgpu.format.records import (
+    RecordError,
+    decode_example,
+    encode_example,
+    frame_record,
+    read_records,
+)
 
 FEATURES = {
     "image": b"\x00\xffbytes",

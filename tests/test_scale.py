@@ -16,7 +16,7 @@ import pytest
 
 import feedgpu
 from feedgpu.cli import main
-from feedgpu.service import start_dispatcher, start_worker
+from feedgpu.pipeline.service import start_dispatcher, start_worker
 
 
 def same_files(a: Path, b: Path) -> None:
@@ -156,8 +156,8 @@ def test_serve_help_warns_that_there_is_no_authentication(
 def test_bench_input_through_the_service_plans_workers(service_data: str) -> None:
     import jsonschema
 
-    from feedgpu.bench import BenchOptions, bench_input
-    from feedgpu.bench_report import BENCH_REPORT_SCHEMA, render_report
+    from feedgpu.bench.measure import BenchOptions, bench_input
+    from feedgpu.bench.report import BENCH_REPORT_SCHEMA, render_report
 
     dispatcher = start_dispatcher()
     workers = [start_worker(dispatcher.address) for _ in range(2)]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from feedgpu import ImageOptions, convert_images, write_sample_images
+from feedgpu.convert.shards import Summary, plan_shards
 from feedgpu.converters.images import ImageProcessor
-from feedgpu.shards import Summary, plan_shards
 
 
 def dataset_bytes(out: Path) -> dict[str, bytes]:
@@ -96,8 +96,8 @@ def test_kill_minus_nine_then_resume_gives_identical_bytes(tmp_path: Path) -> No
 
 
 def test_resume_rewrites_a_finished_shard_that_no_longer_reads_back(tmp_path: Path) -> None:
+    from feedgpu.convert.shards import WORK_DIR, ShardTask, load_finished, write_shard
     from feedgpu.converters.images import ImageProcessor
-    from feedgpu.shards import WORK_DIR, ShardTask, load_finished, write_shard
 
     src = tmp_path / "src"
     write_sample_images(str(src), num_classes=1, images_per_class=3, sizes=((40, 30),))

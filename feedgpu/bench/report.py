@@ -10,10 +10,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from feedgpu.ablation import AblationResult
-from feedgpu.consumer import StepTimes
-from feedgpu.device import DeviceSetup
-from feedgpu.pipeline import PipelineSpec
+from feedgpu.bench.ablation import AblationResult
+from feedgpu.bench.consumer import StepTimes
+from feedgpu.bench.device import DeviceSetup
+from feedgpu.pipeline.spec import PipelineSpec
 
 SATURATED_SHARE = 0.05  # the TF Profiler's input-bound thresholds
 HIGHLY_SHARE = 0.20

@@ -19,10 +19,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from feedgpu import format as fmt
 from feedgpu import storage
-from feedgpu.errors import DatasetError, UsageError
-from feedgpu.shards import (
+from feedgpu.convert.shards import (
     WORK_DIR,
     Progress,
     ShardPool,
@@ -33,6 +31,8 @@ from feedgpu.shards import (
     Summary,
     load_finished,
 )
+from feedgpu.errors import DatasetError, UsageError
+from feedgpu.format import layout as fmt
 
 logger = logging.getLogger(__name__)
 

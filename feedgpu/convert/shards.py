@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from feedgpu import storage
 from feedgpu.errors import InputError
-from feedgpu.records import RecordError, read_records, write_record
+from feedgpu.format.records import RecordError, read_records, write_record
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ def plan_shards(
     order = list(items)
     random.Random(f"{seed}/{split}").shuffle(order)
     n = len(order)
-    from feedgpu.format import shard_filename
+    from feedgpu.format.layout import shard_filename
 
     return [
         ShardTask(

@@ -18,21 +18,22 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from feedgpu import format as fmt
-from feedgpu.ablation import run_ablation
-from feedgpu.bench_report import (
+from feedgpu.bench.ablation import run_ablation
+from feedgpu.bench.consumer import batch_size_of, build_workload, make_train_step, time_steps
+from feedgpu.bench.device import DeviceSetup, resolve_devices
+from feedgpu.bench.gpu_monitor import GpuMonitor
+from feedgpu.bench.report import (
     SATURATED_SHARE,
     BenchReport,
     CapacityPlan,
     PipelineRate,
     StepRate,
 )
-from feedgpu.consumer import batch_size_of, build_workload, make_train_step, time_steps
-from feedgpu.device import DeviceSetup, resolve_devices
 from feedgpu.errors import UsageError
-from feedgpu.gpu_monitor import GpuMonitor
-from feedgpu.pipeline import PipelineSpec, build_pipeline
-from feedgpu.stages import StageChanges
+from feedgpu.format import layout as fmt
+from feedgpu.pipeline.build import build_pipeline
+from feedgpu.pipeline.spec import PipelineSpec
+from feedgpu.pipeline.stages import StageChanges
 
 logger = logging.getLogger(__name__)
 

@@ -375,7 +375,7 @@ def _serve(args: argparse.Namespace) -> int:
     import os
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from feedgpu.service import serve_until_signalled, start_dispatcher, start_worker
+    from feedgpu.pipeline.service import serve_until_signalled, start_dispatcher, start_worker
 
     if args.role == "dispatcher":
         server = start_dispatcher(args.port, work_dir=args.work_dir, host=args.host)
@@ -432,7 +432,7 @@ def _convert_images(args: argparse.Namespace) -> int:
 
 def _convert_text(args: argparse.Namespace) -> int:
     from feedgpu.converters.text import TextOptions, convert_text
-    from feedgpu.format import read_manifest
+    from feedgpu.format.layout import read_manifest
 
     options = TextOptions(
         tokenizer=args.tokenizer,
@@ -497,7 +497,7 @@ def _print_conversion(
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from feedgpu.verify import verify_dataset
+    from feedgpu.format.verify import verify_dataset
 
     report = verify_dataset(args.out, decode=args.decode, quiet=args.quiet or args.json)
     if args.json:
@@ -525,17 +525,17 @@ def _bench_input(args: argparse.Namespace) -> int:
     import tempfile
 
     if args.print_schema:
-        from feedgpu.bench_report import BENCH_REPORT_SCHEMA
+        from feedgpu.bench.report import BENCH_REPORT_SCHEMA
 
         _print_json(BENCH_REPORT_SCHEMA)
         return 0
     # TensorFlow's C++ start-up chatter would bury the table; TF_CPP_MIN_LOG_LEVEL wins if set.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from feedgpu.bench import BenchOptions, bench_input, make_default_dataset
-    from feedgpu.bench_report import render_report
-    from feedgpu.device import DeviceConfig
-    from feedgpu.pipeline import PipelineSpec
-    from feedgpu.stages import StageChanges
+    from feedgpu.bench.device import DeviceConfig
+    from feedgpu.bench.measure import BenchOptions, bench_input, make_default_dataset
+    from feedgpu.bench.report import render_report
+    from feedgpu.pipeline.spec import PipelineSpec
+    from feedgpu.pipeline.stages import StageChanges
 
     overrides: dict[str, Any] = {}
     if args.image_size:
@@ -585,7 +585,7 @@ def _bench_input(args: argparse.Namespace) -> int:
                     spec = PipelineSpec.from_json(f.read()).with_changes(data_dir=data, **overrides)
             except OSError as e:
                 raise UsageError(f"cannot read --spec {args.spec}: {e.strerror}") from e
-        from feedgpu.device import setup_devices
+        from feedgpu.bench.device import setup_devices
 
         setup = setup_devices(config)  # before the first tensor
         report = bench_input(data, options, setup=setup, spec=spec)

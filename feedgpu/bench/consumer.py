@@ -1,7 +1,7 @@
 """The timed training loop and its small synthetic models that do real work.
 
 A ResNet-style CNN for images and a Transformer encoder for token ids, trained with a real
-optimizer under the precision, XLA and strategy `feedgpu.device` chose. The loop times each step
+optimizer under the precision, XLA and strategy `device` chose. The loop times each step
 and, separately, the time spent blocked waiting for the next batch: the two numbers the verdict
 of `bench-input` is made of.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from feedgpu.device import DeviceSetup
+from feedgpu.bench.device import DeviceSetup
 from feedgpu.errors import UsageError
 
 MODEL_SIZES = ("small", "medium", "large")

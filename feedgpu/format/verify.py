@@ -7,9 +7,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from feedgpu import format as fmt
 from feedgpu import storage
-from feedgpu.records import RecordError, decode_example, read_records
+from feedgpu.format import layout as fmt
+from feedgpu.format.records import RecordError, decode_example, read_records
 
 
 @dataclass

@@ -13,9 +13,9 @@ import shlex
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from feedgpu.conversion import RunOutput, ShardRunner
+from feedgpu.convert.run import RunOutput, ShardRunner
+from feedgpu.convert.shards import Progress, ShardProcessor, ShardTask, load_finished, write_shard
 from feedgpu.errors import DatasetError, InputError, UsageError
-from feedgpu.shards import Progress, ShardProcessor, ShardTask, load_finished, write_shard
 
 logger = logging.getLogger(__name__)
 DEFAULT_OPTIONS = (

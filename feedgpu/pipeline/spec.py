@@ -1,31 +1,16 @@
-"""`PipelineSpec` and `build_pipeline`: the tf.data input pipeline an expert would write.
-
-The order of stages, and why (each is a classic way to starve an accelerator when wrong):
-list shard files (shuffled per epoch when training: cheap, and it decorrelates shards) ->
-shard by `tf.distribute.InputContext` (before anything expensive, so hosts read disjoint files) ->
-parallel interleave of TFRecord readers (I/O from several files at once), handing over blocks
-of records -> one vectorised parse per block -> cache (before random work, so augmentation
-still differs per epoch) -> images: shuffle, parallel map (decode-and-crop, augment), batch;
-text: stays in blocks, shuffled, bucketed and padded a group of blocks at a time (see
-`augment.text_batches`) -> `drop_remainder` when training so XLA sees static shapes ->
-prefetch (to the GPU when there is one). AUTOTUNE parallelism throughout.
-"""
+"""`PipelineSpec`: every decision of an input pipeline, the automatic ones made from the
+dataset's manifest with their reasons, validated when the spec is made."""
 
 from __future__ import annotations
 
 import json
-import logging
 import os
-from collections import Counter
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from feedgpu import format as fmt
-from feedgpu import storage
 from feedgpu.errors import DatasetError, UsageError
-from feedgpu.stages import HELD_RECORDS, StageChanges, sleep_elements
+from feedgpu.format import layout as fmt
 
-logger = logging.getLogger(__name__)
 DTYPES = ("float32", "bfloat16", "float16", "uint8")
 TEXT_MODES = ("pad", "bucket", "packed")
 SERVICE_MODES = ("parallel_epochs", "distributed_epoch")
@@ -174,7 +159,7 @@ class PipelineSpec:
             DatasetError: not a feedgpu dataset, or no such split.
             UsageError: an override is not a spec field or has a bad value.
         """
-        from feedgpu.augment import choose_boundaries, padding_waste
+        from feedgpu.pipeline.text import choose_boundaries, padding_waste
 
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(overrides) - names)
@@ -301,206 +286,3 @@ class PipelineSpec:
     def with_changes(self, **changes: Any) -> PipelineSpec:
         """A copy with some fields changed (validated again)."""
         return replace(self, **changes)
-
-
-def _parse_spec(manifest: dict[str, Any]) -> dict[str, Any]:
-    import tensorflow as tf
-
-    spec = {}
-    for f in fmt.features_from_manifest(manifest):
-        dtype = {"string": tf.string, "int64": tf.int64, "float32": tf.float32}[f.dtype]
-        spec[f.name] = (
-            tf.io.RaggedFeature(dtype, row_splits_dtype=tf.int64)
-            if f.shape
-            else tf.io.FixedLenFeature([], dtype)
-        )
-    return spec
-
-
-# Records skipped as damaged by ignore_errors readers in this process, by shard file.
-_DROPPED: Counter[str] = Counter()
-
-
-def dropped_records(spec: PipelineSpec) -> int:
-    """How many damaged records pipelines with ignore_errors skipped in spec's split so far.
-
-    TensorFlow's reader stops a file at its first bad CRC; with ignore_errors, feedgpu reads
-    with its own CRC-checking reader, which skips just the damaged record (a damaged length
-    header still ends the file: the records after it cannot be found).
-    """
-    manifest = fmt.read_manifest(spec.data_dir)
-    return sum(
-        _DROPPED[storage.join(spec.data_dir, s["file"])]
-        for s in manifest["splits"][spec.split]["shards"]
-    )
-
-
-def _reader(path: Any) -> Any:
-    import tensorflow as tf
-
-    return tf.data.TFRecordDataset(path, buffer_size=8 << 20)
-
-
-def _resilient_reader(path: Any) -> Any:
-    import tensorflow as tf
-
-    from feedgpu.records import RecordError, read_records
-
-    def records(name: bytes) -> Any:
-        file = name.decode()
-
-        def damaged(error: RecordError) -> None:
-            _DROPPED[file] += 1
-            logger.warning("skipping damaged record in %s: %s", file, error)
-
-        with storage.open_file(file, "rb") as f:
-            yield from read_records(f, on_damage=damaged)
-
-    return tf.data.Dataset.from_generator(
-        records, args=(path,), output_signature=tf.TensorSpec((), tf.string)
-    )
-
-
-def read_dataset(spec: PipelineSpec, input_context: Any = None) -> Any:
-    """The parsed, unbatched examples (dicts of tensors), for users adding their own stages.
-
-    Files are listed, sharded by input_context, shuffled, interleaved, parsed and cached as
-    the spec says; no augmentation, batching or prefetching.
-
-    Raises:
-        DatasetError: missing split or a tokenizer other than the one the spec names.
-    """
-    return _examples(spec, fmt.read_manifest(spec.data_dir), input_context, StageChanges())
-
-
-def _blocks(
-    spec: PipelineSpec, manifest: dict[str, Any], input_context: Any, stages: StageChanges
-) -> Any:
-    """Parsed examples in blocks of up to BLOCK (dicts of batched tensors; variable-length
-    features ragged): read and parsed a block at a time."""
-    import tensorflow as tf
-
-    identity = manifest.get("tokenizer", {}).get("identity")
-    if spec.tokenizer_identity and identity != spec.tokenizer_identity:
-        raise DatasetError(
-            f"{spec.data_dir} was tokenized by tokenizer {str(identity)[:12]}..., not the "
-            f"{spec.tokenizer_identity[:12]}... this pipeline expects; re-convert the text or "
-            "update tokenizer_identity"
-        )
-    if spec.split not in manifest["splits"]:
-        raise DatasetError(f"{spec.data_dir} has no split {spec.split!r}")
-    files = [
-        storage.join(spec.data_dir, s["file"]) for s in manifest["splits"][spec.split]["shards"]
-    ]
-    ds = tf.data.Dataset.from_tensor_slices(files)
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        if len(files) < input_context.num_input_pipelines:
-            raise DatasetError(
-                f"{len(files)} shard files cannot feed "
-                f"{input_context.num_input_pipelines} input pipelines; "
-                "re-convert with more --num-shards"
-            )
-        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    if spec.shuffle_files:
-        ds = ds.shuffle(len(files), seed=spec.seed, reshuffle_each_iteration=True)
-    parse_spec = _parse_spec(manifest)
-    interleave = {
-        "cycle_length": spec.cycle_length,
-        "num_parallel_calls": tf.data.AUTOTUNE,
-        "deterministic": spec.deterministic,
-    }
-    if spec.ignore_errors:  # one record at a time, so a bad record costs only itself
-        ds = ds.interleave(_resilient_reader, **interleave)
-        if "read" in stages.skip:
-            ds = ds.take(HELD_RECORDS).cache().repeat()
-        ds = ds.map(
-            lambda record: tf.io.parse_single_example(record, parse_spec),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=spec.deterministic,
-        )
-        ds = ds.ignore_errors().ragged_batch(BLOCK)
-    else:
-        # Blocks are formed inside each file's reader: a parallel interleave costs ~20 us per
-        # element here, so handing over blocks instead of records reads ~4x more records/s.
-        ds = ds.interleave(lambda path: _reader(path).batch(BLOCK), **interleave)
-        ds = ds.rebatch(BLOCK)  # whole blocks across files' ends: groups count on it
-        if "read" in stages.skip:
-            ds = ds.take(HELD_RECORDS // BLOCK).cache().repeat()
-        ds = ds.map(
-            lambda records: tf.io.parse_example(records, parse_spec),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=spec.deterministic,
-        )
-    if "parse" in stages.skip:
-        ds = ds.take(HELD_RECORDS // BLOCK).cache().repeat()
-    return ds
-
-
-def _cached(ds: Any, spec: PipelineSpec) -> Any:
-    if spec.cache == "memory":
-        return ds.cache()
-    return ds.cache(spec.cache) if spec.cache else ds
-
-
-def _examples(
-    spec: PipelineSpec, manifest: dict[str, Any], input_context: Any, stages: StageChanges
-) -> Any:
-    """Single examples, cached, shuffled and repeated as the spec says. Cached one by one,
-    not in blocks: each epoch's shuffle then takes references instead of copying every
-    encoded image out of its block (~3% images/s here)."""
-    ds = _cached(_blocks(spec, manifest, input_context, stages).unbatch(), spec)
-    if spec.shuffle_buffer:
-        ds = ds.shuffle(spec.shuffle_buffer, seed=spec.seed, reshuffle_each_iteration=True)
-    if spec.repeat:
-        ds = ds.repeat()
-    return ds
-
-
-def build_pipeline(
-    spec: PipelineSpec, input_context: Any = None, stages: StageChanges | None = None
-) -> Any:
-    """The batched, prefetched `tf.data.Dataset` a spec describes.
-
-    Images give (image [B, H, W, 3] of spec.dtype, label [B]); text gives ({"input_ids",
-    "attention_mask", ...}, label) or just the dict for unlabelled text. Works as is with
-    `model.fit`, and with `strategy.distribute_datasets_from_function` through input_context.
-    `stages` is for measurement only (see StageChanges).
-    """
-    import tensorflow as tf
-
-    from feedgpu.augment import image_batches, text_batches
-
-    manifest = fmt.read_manifest(spec.data_dir)
-    labelled = any(f.kind == "class_label" for f in fmt.features_from_manifest(manifest))
-    stages = stages or StageChanges()
-    if spec.kind == "image":
-        ds = image_batches(_examples(spec, manifest, input_context, stages), spec, stages)
-    else:  # text stays in blocks until it is batched: per-example stages are what cost here
-        ds = _cached(_blocks(spec, manifest, input_context, stages), spec)
-        ds = text_batches(ds, spec, labelled, manifest.get("options", {}).get("pack"))
-    if stages.delay("batch"):
-        ds = ds.apply(sleep_elements(stages.delay("batch")))
-    if spec.service:
-        ds = ds.apply(
-            tf.data.experimental.service.distribute(
-                processing_mode=spec.service_mode, service=spec.service, job_name=None
-            )
-        )
-    options = tf.data.Options()
-    options.deterministic = spec.deterministic
-    options.autotune.enabled = spec.autotune
-    options.autotune.ram_budget = spec.ram_budget_bytes
-    options.experimental_optimization.map_parallelization = True
-    ds = ds.with_options(options)
-    if spec.prefetch_to_device and tf.config.list_logical_devices("GPU"):
-        # Overlap the host-to-device copy with the previous step (GPU only; a no-op on CPU).
-        ds = ds.apply(tf.data.experimental.prefetch_to_device("/gpu:0"))
-    else:
-        ds = ds.prefetch(tf.data.AUTOTUNE)
-    if stages.delay("stall"):
-        ds = ds.apply(sleep_elements(stages.delay("stall")))
-        # tf.data would otherwise add a prefetch after this last, synchronous stage and hide it.
-        stall = tf.data.Options()
-        stall.experimental_optimization.inject_prefetch = False
-        ds = ds.with_options(stall)
-    return ds
