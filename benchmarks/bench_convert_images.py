@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> ConvertBenchResult:
     parser.add_argument("--workers", type=int, default=None, help="default: all cores")
     parser.add_argument("--data", help="folder to keep the generated images in between runs")
     args = parser.parse_args(argv)
-    from feedgpu.convert.shards import default_workers
+    from feedgpu.convert.plan import default_workers
 
     workers = args.workers or default_workers()
     # An installed feedgpu starts from bytecode. A checkout run with PYTHONDONTWRITEBYTECODE

@@ -116,7 +116,7 @@ def run_threads(tokenizer, docs: list[str]) -> float:
 
     import tensorflow as tf
 
-    from feedgpu.convert.shards import default_workers
+    from feedgpu.convert.plan import default_workers
 
     fast = tokenizer.fast()
     graph = tf.function(

@@ -229,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> PipelineBenchResult:
     from bench_convert_text import make_corpus
 
     import feedgpu
-    from feedgpu.convert.shards import default_workers
+    from feedgpu.convert.plan import default_workers
     from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
     from feedgpu.pipeline.text import padding_waste
 

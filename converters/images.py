@@ -11,20 +11,23 @@ import io
 import math
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from feedgpu import storage
+from feedgpu.convert.commit import Progress
+from feedgpu.convert.plan import ShardTask, Skip, SkipItem, default_workers, plan_shards
+from feedgpu.convert.pool import ItemShardBody, ShardPool
 from feedgpu.convert.run import (
     ConversionReport,
     DatasetPlan,
-    PoolRunner,
+    RunOutput,
+    ShardRunner,
     check_runner,
     heap_frozen,
     write_dataset,
 )
-from feedgpu.convert.shards import Skip, SkipItem, default_workers, plan_shards
 from feedgpu.converters.listing import (
     SourceFile,
     assign_splits,
@@ -329,13 +332,21 @@ def convert_images(
     if src.startswith("ram://"):  # TensorFlow's in-memory file system: this process only
         workers = 1
     with contextlib.ExitStack() as stack:
+        shard_runner: ShardRunner
         if runner == "beam":
-            from feedgpu.convert.beam import beam_runner
+            from feedgpu.convert.beam import require_beam, write_shards_on_beam
 
-            shard_runner = beam_runner(processor, out_dir, strict=strict, options=beam_options)
+            require_beam()
+            body = ItemShardBody(processor, strict=strict)
+
+            def shard_runner(todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput:
+                return RunOutput(
+                    write_shards_on_beam(body, out_dir, todo, beam_options, on_progress)
+                )
+
         else:  # started first: the workers load their decoders while the source is listed
             shard_runner = stack.enter_context(
-                PoolRunner(processor, out_dir, workers=workers or default_workers(), strict=strict)
+                ShardPool(processor, out_dir, workers=workers or default_workers(), strict=strict)
             )
         plan = plan_image_dataset(
             src,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from feedgpu import storage
-from feedgpu.convert.shards import Skip
+from feedgpu.convert.plan import Skip
 from feedgpu.errors import InputError, UsageError
 
 SPLIT_FOLDERS = {

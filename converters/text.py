@@ -11,18 +11,13 @@ import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
+from feedgpu.convert.plan import ShardTask, Skip, count_shards, default_workers
 from feedgpu.convert.run import (
     ConversionReport,
     DatasetPlan,
     check_runner,
     heap_frozen,
     write_dataset,
-)
-from feedgpu.convert.shards import (
-    ShardTask,
-    Skip,
-    count_shards,
-    default_workers,
 )
 from feedgpu.converters.listing import (
     SPLIT_FOLDERS,
@@ -291,5 +286,4 @@ def convert_text(
         quiet=quiet,
         unit="doc",
         rate_unit="M tokens/s",
-        count_known=False,
     )

@@ -13,41 +13,36 @@ import itertools
 import json
 import logging
 import os
-import shutil
 import threading
 import uuid
-from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from feedgpu import storage
+from feedgpu.convert.commit import WORK_DIR, Progress, write_shard
+from feedgpu.convert.plan import ShardTask, Skip
 from feedgpu.convert.run import DatasetPlan, RunOutput
-from feedgpu.convert.shards import (
-    WORK_DIR,
-    Progress,
-    ShardResult,
-    ShardTask,
-    Skip,
-    Summary,
-    sidecar_path,
-)
 from feedgpu.converters.listing import (
     check_strict,
     hash_split,
     parse_split_fractions,
 )
 from feedgpu.converters.text_examples import BuiltExamples, ExampleBuilder
+from feedgpu.converters.text_pieces import (
+    ChunkWriter,
+    PieceShardBody,
+    merge_lengths,
+    text_statistics,
+)
 from feedgpu.converters.text_sources import Document, input_bytes, iter_documents
 from feedgpu.converters.tokenizer import TextTokenizer
-from feedgpu.format.records import encode_example
 
 if TYPE_CHECKING:
     from feedgpu.converters.text import TextOptions, TextSource
 
 logger = logging.getLogger(__name__)
-WASTE_LENGTHS = (64, 128, 256, 512, 1024)
 # Documents a tokenizer thread takes at once. Each batch costs two graph calls and their
 # Python around them; with two threads a core, 1024 beat 512 by ~6% (0.77 vs 0.82 s on the
 # 50 MB corpus, 3 x 4 runs alternating) and 2048 was no better.
@@ -59,87 +54,6 @@ BATCH_DOCS = 1024
 # normalisation, vocabulary or unknown-token handling, which changes most documents.
 PARITY_SAMPLE_FRACTION = 0.001
 PARITY_SAMPLE_CHARS = (50_000, 2_000_000)
-
-
-@dataclass
-class ChunkWriter:
-    """Piece files of one chunk, one per (split, shard), with their statistics."""
-
-    folder: str
-    pack: int | None
-    pad_id: int
-    handles: dict[str, Any] = field(default_factory=dict)
-    pieces: dict[str, dict[str, Any]] = field(default_factory=dict)
-    lengths: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
-    unknown: Counter[str] = field(default_factory=Counter)
-    packers: dict[str, list[list[int]]] = field(default_factory=dict)
-
-    def write(self, key: str, record: bytes) -> None:
-        self.write_many([key], [record])
-
-    def write_many(self, keys: Sequence[str], records: Sequence[bytes]) -> None:
-        """Records for several pieces: one framed write per piece instead of per record."""
-        from feedgpu.format.records import frame_records
-
-        by_key: dict[str, list[bytes]] = {}
-        for key, record in zip(keys, records, strict=True):
-            by_key.setdefault(key, []).append(record)
-        for key, group in by_key.items():
-            if key not in self.handles:
-                path = storage.join(self.folder, f"{key}.rec")
-                self.handles[key] = storage.open_file(path, "wb")
-                self.pieces[key] = {"records": 0, "bytes": 0}
-            data = frame_records(group)
-            self.handles[key].write(data)
-            self.pieces[key]["bytes"] += len(data)
-            self.pieces[key]["records"] += len(group)
-
-    def count(self, key: str, length: int, unknown: int) -> None:
-        """One document's statistics: exact length counts (cheap, and they merge exactly)."""
-        self.lengths[key][length] += 1
-        self.unknown[key] += unknown
-
-    def add(self, key: str, ids: Any, extra: dict[str, Any]) -> None:
-        """One example's ids (with special tokens): written, or into the packer."""
-        if self.pack is None:
-            self.write(key, encode_example({"input_ids": ids, **extra}))
-            return
-        buffer = self.packers.setdefault(key, [[], [], []])  # ids, segments, positions
-        rest = list(ids)
-        while rest:
-            space = self.pack - len(buffer[0])
-            take, rest = rest[:space], rest[space:]
-            segment = (buffer[1][-1] if buffer[1] else 0) + 1
-            buffer[0] += take
-            buffer[1] += [segment] * len(take)
-            buffer[2] += range(len(take))
-            if len(buffer[0]) == self.pack:
-                self._emit_packed(key, buffer)
-
-    def _emit_packed(self, key: str, buffer: list[list[int]]) -> None:
-        pad = self.pack - len(buffer[0]) if self.pack else 0
-        self.write(
-            key,
-            encode_example(
-                {
-                    "input_ids": buffer[0] + [self.pad_id] * pad,
-                    "segment_ids": buffer[1] + [0] * pad,
-                    "positions": buffer[2] + [0] * pad,
-                }
-            ),
-        )
-        buffer[0], buffer[1], buffer[2] = [], [], []
-
-    def close(self) -> dict[str, Any]:
-        for key, buffer in self.packers.items():
-            if buffer[0]:
-                self._emit_packed(key, buffer)
-        for handle in self.handles.values():
-            handle.close()
-        return {
-            k: {**v, "lengths": dict(sorted(self.lengths[k].items())), "unknown": self.unknown[k]}
-            for k, v in self.pieces.items()
-        }
 
 
 class TextRunner:
@@ -450,16 +364,18 @@ class TextRunner:
             if info is None:
                 info = self.run_chunk(index, on_progress)
             else:  # finished by an earlier run (or by Beam workers)
-                lengths = _merge_lengths(list(info.get("pieces", {}).values()))
+                lengths = merge_lengths(list(info.get("pieces", {}).values()))
                 on_progress(sum(lengths.values()), int(info.get("tokens", 0)))
             infos.append(info)
+        body = PieceShardBody(self.work, infos)
+        out_dir = self.plan.out_dir
         if self.on_beam and todo:
-            from feedgpu.convert.beam import collect_results, run_on_beam
+            from feedgpu.convert.beam import write_shards_on_beam
 
-            run_on_beam(_BeamAssemble(self, infos), todo, self.beam_options, "assemble shards")
-            results = collect_results(self.plan.out_dir, todo, lambda items, measured: None)
+            quiet: Progress = lambda items, measured: None  # noqa: E731 (counted per chunk)
+            results = write_shards_on_beam(body, out_dir, todo, self.beam_options, quiet)
         else:
-            results = [self._assemble(task, infos) for task in todo]
+            results = [write_shard(task, body, out_dir) for task in todo]
         if self._parity is not None:
             self._parity.result()  # also when every chunk was done before: its verdict is kept
         skips = [Skip(**s) for info in infos for s in info.get("skips", [])]
@@ -471,34 +387,6 @@ class TextRunner:
         }
         return RunOutput(results, skips, extra)
 
-    def _assemble(self, task: ShardTask, infos: list[dict[str, Any]]) -> ShardResult:
-        """A shard is its pieces, concatenated in chunk order."""
-        key = f"{task.split}-{task.index:05d}"
-        final = storage.join(self.plan.out_dir, task.filename)
-        tmp = f"{final}.tmp-{os.getpid()}"
-        result = ShardResult(task.filename, task.split, task.index, 0, 0)
-        pieces = []
-        with storage.create_streamed(tmp) as out:
-            for info in infos:
-                piece = info.get("pieces", {}).get(key)
-                if not piece:
-                    continue
-                path = storage.join(self.work, info["folder"], f"{key}.rec")
-                with storage.open_file(path, "rb") as f:
-                    shutil.copyfileobj(f, out, 1 << 20)
-                result.num_records += piece["records"]
-                result.num_bytes += piece["bytes"]
-                pieces.append(piece)
-        lengths = _merge_lengths(pieces)
-        summary = Summary()
-        summary.add_counts("doc_length", lengths)
-        result.stats = summary.to_json()
-        storage.write_atomic(
-            sidecar_path(self.plan.out_dir, task.filename), json.dumps(result.to_json()).encode()
-        )
-        storage.replace(tmp, final)
-        return result
-
 
 class _BeamChunk:
     """A picklable Beam function: tokenize one chunk into its piece folder."""
@@ -509,17 +397,6 @@ class _BeamChunk:
     def __call__(self, index: int) -> int:
         self.runner.run_chunk(index, lambda items, measured: None)
         return index
-
-
-class _BeamAssemble:
-    """A picklable Beam function: one shard from the chunks' pieces."""
-
-    def __init__(self, runner: TextRunner, infos: list[dict[str, Any]]) -> None:
-        self.runner, self.infos = runner, infos
-
-    def __call__(self, task: ShardTask) -> str:
-        self.runner._assemble(task, self.infos)
-        return task.filename
 
 
 def _flat(per_text: Sequence[Any]) -> tuple[Any, Any]:
@@ -536,33 +413,3 @@ def _per_text(values: Any, lengths: Any) -> list[Any]:
     import numpy as np
 
     return np.split(values, np.cumsum(lengths)[:-1]) if len(lengths) else []
-
-
-def _merge_lengths(pieces: list[dict[str, Any]]) -> Counter[int]:
-    total: Counter[int] = Counter()
-    for piece in pieces:
-        total.update({int(k): n for k, n in piece["lengths"].items()})
-    return total
-
-
-def text_statistics(pieces: list[dict[str, Any]]) -> dict[str, Any]:
-    """Documents, tokens, unknown rate, padding waste at fixed lengths, exact length counts.
-
-    Lengths count every id of a document, special tokens included, before truncation; the
-    exact histogram is what the pipeline chooses bucket boundaries from.
-    """
-    lengths = _merge_lengths(pieces)
-    count = sum(lengths.values())
-    tokens = sum(length * n for length, n in lengths.items())
-    unknown = sum(p["unknown"] for p in pieces)
-    waste = {}
-    for fixed in WASTE_LENGTHS:
-        kept = sum(min(length, fixed) * n for length, n in lengths.items())
-        waste[str(fixed)] = round(1 - kept / (count * fixed), 4) if count else 0.0
-    return {
-        "documents": count,
-        "tokens": tokens,
-        "unknown_rate": round(unknown / tokens, 6) if tokens else 0.0,
-        "padding_waste_fixed": waste,
-        "length_counts": sorted([length, n] for length, n in lengths.items()),
-    }

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from feedgpu import storage
-from feedgpu.convert.shards import Skip
+from feedgpu.convert.plan import Skip
 from feedgpu.converters.listing import SourceFile, walk_source
 from feedgpu.errors import UsageError
 

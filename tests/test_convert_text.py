@@ -392,7 +392,7 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
 def test_json_lines_edge_cases_read_as_the_standard_library_reads_them(tmp_path: Path) -> None:
     """orjson parses the usual line; whatever it refuses takes Python's json, so documents and
     skip reasons are what the standard library alone gives."""
-    from feedgpu.convert.shards import Skip
+    from feedgpu.convert.plan import Skip
     from feedgpu.converters.listing import SourceFile
     from feedgpu.converters.text_sources import Document, ReadOptions, iter_documents
 

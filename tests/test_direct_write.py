@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from feedgpu import direct_write
+from feedgpu.convert import direct_write
 from feedgpu.convert.direct_write import BLOCK, DirectWriter
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from feedgpu import ImageOptions, convert_images, write_sample_images
-from feedgpu.convert.shards import Summary, plan_shards
+from feedgpu.convert.plan import plan_shards
+from feedgpu.convert.summary import Summary
 from feedgpu.converters.images import ImageProcessor
 
 
@@ -96,7 +97,9 @@ def test_kill_minus_nine_then_resume_gives_identical_bytes(tmp_path: Path) -> No
 
 
 def test_resume_rewrites_a_finished_shard_that_no_longer_reads_back(tmp_path: Path) -> None:
-    from feedgpu.convert.shards import WORK_DIR, ShardTask, load_finished, write_shard
+    from feedgpu.convert.commit import WORK_DIR, load_finished, write_shard
+    from feedgpu.convert.plan import ShardTask
+    from feedgpu.convert.pool import ItemShardBody
     from feedgpu.converters.images import ImageProcessor
 
     src = tmp_path / "src"
@@ -104,7 +107,9 @@ def test_resume_rewrites_a_finished_shard_that_no_longer_reads_back(tmp_path: Pa
     items = tuple((f"cat/{i:05d}.jpg", str(src / "cat" / f"{i:05d}.jpg"), 0, 1) for i in range(3))
     task = ShardTask("train", 0, 1, "d-train.tfrecord-00000-of-00001", items)
     (tmp_path / WORK_DIR).mkdir()
-    written = write_shard(task, ImageProcessor(ImageOptions()), str(tmp_path), strict=False)
+    written = write_shard(
+        task, ItemShardBody(ImageProcessor(ImageOptions()), strict=False), str(tmp_path)
+    )
     assert written.num_records == 3
     assert load_finished(str(tmp_path), task) == written
     shard = tmp_path / task.filename

@@ -1,8 +1,10 @@
-"""Conversion on Apache Beam: the very shard tasks of the local pool, as a Beam pipeline.
+"""Conversion on Apache Beam: the very shard tasks of the local runs, as Beam pipelines.
 
-Each task writes its shard exactly as a pool worker does (temporary name, result sidecar, rename),
-so the output is byte for byte the local runner's, and the driver then collects results the way a
-resumed run does (re-reading each finished shard's CRCs). DirectRunner here; Dataflow, Flink or
+Each task's shard is committed by the same `write_shard` a pool worker calls (temporary name,
+result sidecar, rename), with the converter's own shard body, so the output is byte for byte the
+local run's; the driver then collects results the way a resumed run does (re-reading each
+finished shard's CRCs). Both converters use `write_shards_on_beam`; text runs its tokenizing
+chunks through `run_on_beam` first. DirectRunner here; Dataflow, Flink or
 Spark by passing their options. Optional: `pip install 'feedgpu[beam]'`.
 """
 
@@ -13,8 +15,8 @@ import shlex
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from feedgpu.convert.run import RunOutput, ShardRunner
-from feedgpu.convert.shards import Progress, ShardProcessor, ShardTask, load_finished, write_shard
+from feedgpu.convert.commit import Progress, ShardBody, ShardResult, load_finished, write_shard
+from feedgpu.convert.plan import ShardTask
 from feedgpu.errors import DatasetError, InputError, UsageError
 
 logger = logging.getLogger(__name__)
@@ -77,32 +79,32 @@ def _find_cause(error: BaseException) -> BaseException:
 
 
 class _WriteShard:
-    """A picklable Beam function: one ShardTask to its shard file."""
+    """A picklable Beam function: one ShardTask committed to its shard file."""
 
-    def __init__(self, processor: ShardProcessor, out_dir: str, strict: bool) -> None:
-        self.processor, self.out_dir, self.strict = processor, out_dir, strict
+    def __init__(self, body: ShardBody, out_dir: str) -> None:
+        self.body, self.out_dir = body, out_dir
 
     def __call__(self, task: ShardTask) -> str:
-        write_shard(task, self.processor, self.out_dir, strict=self.strict)
+        write_shard(task, self.body, self.out_dir)
         return task.filename
 
 
-def beam_runner(
-    processor: ShardProcessor, out_dir: str, *, strict: bool, options: str | None = None
-) -> ShardRunner:
-    """A runner writing each unfinished shard in a Beam pipeline (options: Beam's own flags)."""
-    require_beam()
+def write_shards_on_beam(
+    body: ShardBody,
+    out_dir: str,
+    todo: Sequence[ShardTask],
+    options: str | None,
+    on_progress: Progress,
+) -> list[ShardResult]:
+    """Write each task's shard on Beam workers (options: Beam's own flags), then collect the
+    results as a resumed run would.
 
-    def run(todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput:
-        if todo:
-            run_on_beam(_WriteShard(processor, out_dir, strict), todo, options, "write shards")
-        return RunOutput(collect_results(out_dir, todo, on_progress))
-
-    return run
-
-
-def collect_results(out_dir: str, todo: Sequence[ShardTask], on_progress: Progress) -> list[Any]:
-    """Results of shards written by remote workers, checked like a resumed run's."""
+    Raises:
+        InputError: --strict and an input could not be converted.
+        DatasetError: the pipeline failed, or a shard it should have written is not there.
+    """
+    if todo:
+        run_on_beam(_WriteShard(body, out_dir), todo, options, "write shards")
     results = []
     for task in todo:
         result = load_finished(out_dir, task)

@@ -20,17 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from feedgpu import storage
-from feedgpu.convert.shards import (
-    WORK_DIR,
-    Progress,
-    ShardPool,
-    ShardProcessor,
-    ShardResult,
-    ShardTask,
-    Skip,
-    Summary,
-    load_finished,
-)
+from feedgpu.convert.commit import WORK_DIR, Progress, ShardResult, load_finished
+from feedgpu.convert.plan import ShardTask, Skip
+from feedgpu.convert.summary import Summary
 from feedgpu.errors import DatasetError, UsageError
 from feedgpu.format import layout as fmt
 
@@ -317,31 +309,6 @@ def check_runner(runner: str) -> None:
         raise UsageError(f"runner {runner!r}: choose {' or '.join(RUNNERS)}")
 
 
-class PoolRunner:
-    """The default runner: each shard's items through a processor, in local worker processes.
-
-    A context manager: its workers start at once (see `ShardPool`) and stop on exit.
-    """
-
-    def __init__(
-        self, processor: ShardProcessor, out_dir: str, *, workers: int, strict: bool
-    ) -> None:
-        # TensorFlow's ram:// file system lives in this process: worker processes cannot see it.
-        in_process = out_dir.startswith("ram://")
-        self._pool = ShardPool(
-            processor, out_dir, workers=1 if in_process else workers, strict=strict
-        )
-
-    def __enter__(self) -> PoolRunner:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._pool.close()
-
-    def __call__(self, todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput:
-        return RunOutput(self._pool.run(todo, on_progress))
-
-
 def write_dataset(
     plan: DatasetPlan,
     runner: ShardRunner,
@@ -350,18 +317,15 @@ def write_dataset(
     quiet: bool = False,
     unit: str = "img",
     rate_unit: str = "MB/s",
-    count_known: bool = True,
 ) -> ConversionReport:
     """Write (or finish, or confirm) the dataset a plan describes.
 
     Args:
-        runner: writes the unfinished shards (`PoolRunner` for per-item processors; the
+        runner: writes the unfinished shards (`ShardPool` for per-item processors; the
             text converter tokenizes in batches).
         unit: what the progress bar counts (the first number a runner reports).
         rate_unit: the second number a runner reports, shown per second in millions
             (bytes read for images, tokens for text).
-        count_known: whether the items of unfinished shards are the bar's total (text
-            documents are only known once read).
 
     Raises:
         DatasetError: out_dir holds something else and overwrite is False.
@@ -379,7 +343,8 @@ def write_dataset(
             len(plan.tasks) - len(todo),
             len(plan.tasks),
         )
-    total = sum(len(t.items) for t in todo) if count_known else None
+    # Planned inputs are the bar's total; text plans none (documents are known once read).
+    total = sum(len(t.items) for t in todo) if any(t.items for t in plan.tasks) else None
     amount = [0]
     bars: list[Any] = []  # made at the first report: tqdm loads while the workers run
 

@@ -1,0 +1,161 @@
+"""A text chunk's output: piece files, one per (split, shard), with their statistics; packing;
+the shard body that concatenates a shard's pieces; and the manifest's text statistics.
+
+A shard is its pieces in chunk order, so its bytes do not depend on how many threads tokenized.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from feedgpu import storage
+from feedgpu.convert.commit import Progress, ShardResult
+from feedgpu.convert.plan import ShardTask
+from feedgpu.convert.summary import Summary
+from feedgpu.format.records import Writable, encode_example, frame_records
+
+WASTE_LENGTHS = (64, 128, 256, 512, 1024)
+
+
+@dataclass
+class ChunkWriter:
+    """Piece files of one chunk, one per (split, shard), with their statistics."""
+
+    folder: str
+    pack: int | None
+    pad_id: int
+    handles: dict[str, Any] = field(default_factory=dict)
+    pieces: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lengths: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
+    unknown: Counter[str] = field(default_factory=Counter)
+    packers: dict[str, list[list[int]]] = field(default_factory=dict)
+
+    def write(self, key: str, record: bytes) -> None:
+        self.write_many([key], [record])
+
+    def write_many(self, keys: Sequence[str], records: Sequence[bytes]) -> None:
+        """Records for several pieces: one framed write per piece instead of per record."""
+        by_key: dict[str, list[bytes]] = {}
+        for key, record in zip(keys, records, strict=True):
+            by_key.setdefault(key, []).append(record)
+        for key, group in by_key.items():
+            if key not in self.handles:
+                path = storage.join(self.folder, f"{key}.rec")
+                self.handles[key] = storage.open_file(path, "wb")
+                self.pieces[key] = {"records": 0, "bytes": 0}
+            data = frame_records(group)
+            self.handles[key].write(data)
+            self.pieces[key]["bytes"] += len(data)
+            self.pieces[key]["records"] += len(group)
+
+    def count(self, key: str, length: int, unknown: int) -> None:
+        """One document's statistics: exact length counts (cheap, and they merge exactly)."""
+        self.lengths[key][length] += 1
+        self.unknown[key] += unknown
+
+    def add(self, key: str, ids: Any, extra: dict[str, Any]) -> None:
+        """One example's ids (with special tokens): written, or into the packer."""
+        if self.pack is None:
+            self.write(key, encode_example({"input_ids": ids, **extra}))
+            return
+        buffer = self.packers.setdefault(key, [[], [], []])  # ids, segments, positions
+        rest = list(ids)
+        while rest:
+            space = self.pack - len(buffer[0])
+            take, rest = rest[:space], rest[space:]
+            segment = (buffer[1][-1] if buffer[1] else 0) + 1
+            buffer[0] += take
+            buffer[1] += [segment] * len(take)
+            buffer[2] += range(len(take))
+            if len(buffer[0]) == self.pack:
+                self._emit_packed(key, buffer)
+
+    def _emit_packed(self, key: str, buffer: list[list[int]]) -> None:
+        pad = self.pack - len(buffer[0]) if self.pack else 0
+        self.write(
+            key,
+            encode_example(
+                {
+                    "input_ids": buffer[0] + [self.pad_id] * pad,
+                    "segment_ids": buffer[1] + [0] * pad,
+                    "positions": buffer[2] + [0] * pad,
+                }
+            ),
+        )
+        buffer[0], buffer[1], buffer[2] = [], [], []
+
+    def close(self) -> dict[str, Any]:
+        for key, buffer in self.packers.items():
+            if buffer[0]:
+                self._emit_packed(key, buffer)
+        for handle in self.handles.values():
+            handle.close()
+        return {
+            k: {**v, "lengths": dict(sorted(self.lengths[k].items())), "unknown": self.unknown[k]}
+            for k, v in self.pieces.items()
+        }
+
+
+class PieceShardBody:
+    """A text shard's records: its pieces, concatenated in chunk order (a `ShardBody`).
+
+    Attributes:
+        work: the run's work folder, holding each chunk's piece folder.
+        infos: each chunk's marker (its folder, and per piece: records, bytes, lengths).
+    """
+
+    def __init__(self, work: str, infos: list[dict[str, Any]]) -> None:
+        self.work, self.infos = work, infos
+
+    def __call__(self, task: ShardTask, out: Writable, progress: Progress | None) -> ShardResult:
+        key = f"{task.split}-{task.index:05d}"
+        result = ShardResult(task.filename, task.split, task.index, 0, 0)
+        pieces = []
+        for info in self.infos:
+            piece = info.get("pieces", {}).get(key)
+            if not piece:
+                continue
+            path = storage.join(self.work, info["folder"], f"{key}.rec")
+            with storage.open_file(path, "rb") as f:
+                shutil.copyfileobj(f, out, 1 << 20)
+            result.num_records += piece["records"]
+            result.num_bytes += piece["bytes"]
+            pieces.append(piece)
+        summary = Summary()
+        summary.add_counts("doc_length", merge_lengths(pieces))
+        result.stats = summary.to_json()
+        return result
+
+
+def merge_lengths(pieces: list[dict[str, Any]]) -> Counter[int]:
+    total: Counter[int] = Counter()
+    for piece in pieces:
+        total.update({int(k): n for k, n in piece["lengths"].items()})
+    return total
+
+
+def text_statistics(pieces: list[dict[str, Any]]) -> dict[str, Any]:
+    """Documents, tokens, unknown rate, padding waste at fixed lengths, exact length counts.
+
+    Lengths count every id of a document, special tokens included, before truncation; the
+    exact histogram is what the pipeline chooses bucket boundaries from.
+    """
+    lengths = merge_lengths(pieces)
+    count = sum(lengths.values())
+    tokens = sum(length * n for length, n in lengths.items())
+    unknown = sum(p["unknown"] for p in pieces)
+    waste = {}
+    for fixed in WASTE_LENGTHS:
+        kept = sum(min(length, fixed) * n for length, n in lengths.items())
+        waste[str(fixed)] = round(1 - kept / (count * fixed), 4) if count else 0.0
+    return {
+        "documents": count,
+        "tokens": tokens,
+        "unknown_rate": round(unknown / tokens, 6) if tokens else 0.0,
+        "padding_waste_fixed": waste,
+        "length_counts": sorted([length, n] for length, n in lengths.items()),
+    }
