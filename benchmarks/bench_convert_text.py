@@ -161,7 +161,8 @@ def run_ours(src: str, out_dir: str, tokenizer_arg: str) -> tuple[float, int]:
     start = time.perf_counter()
     convert_text(src, out_dir, TextOptions(tokenizer=tokenizer_arg), quiet=True)
     seconds = time.perf_counter() - start
-    tokens = int(read_manifest(out_dir)["text"]["tokens"])
+    text = read_manifest(out_dir).text
+    tokens = text.tokens if text else 0
     return tokens / seconds, tokens
 
 

@@ -256,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> PipelineBenchResult:
         for r in range(args.rounds):
             for k, v in image_rates(out, args.batch).items():
                 image_runs.setdefault(k, []).append(v)
-            tokens = feedgpu.read_manifest(text)["text"]["tokens"]  # an epoch's worth
+            tokens = feedgpu.read_manifest(text).to_json()["text"]["tokens"]  # an epoch's worth
             for k, v in text_rates(corpus, text, vocab, args.text_batch, tokens).items():
                 text_runs.setdefault(k, []).append(v)
             print(
@@ -266,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> PipelineBenchResult:
                 + ", ".join(f"{k} {v[-1] / 1e6:.2f} M tok/s" for k, v in text_runs.items()),
                 file=sys.stderr,
             )
-        manifest = feedgpu.read_manifest(text)
+        manifest = feedgpu.read_manifest(text).to_json()
         counts = manifest["text"]["length_counts"]  # longer ones are truncated to 512: no padding
         spec = feedgpu.PipelineSpec.for_dataset(text, max_length=512)
         med = {

@@ -40,6 +40,7 @@ from feedgpu.converters.text_sources import (
 from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
 from feedgpu.errors import UsageError
 from feedgpu.format import layout as fmt
+from feedgpu.format.manifest import TokenizerInfo
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ class TextOptions:
         stride: with max_length, split long documents into windows overlapping by this much.
         pack: concatenate documents into sequences of exactly this many ids.
         special: add the tokenizer's special tokens (CLS/SEP, BOS/EOS).
+        pad_id: the id padding holds (None: the tokenizer's pad token, else its end-of-text
+            token; see `TextTokenizer.choose_pad`).
         split: hash split of documents when the source has no split folders.
         seed: seeds the assignment of documents to shards.
         shard_size_mb: target shard size.
@@ -79,6 +82,7 @@ class TextOptions:
     stride: int | None = None
     pack: int | None = None
     special: bool = True
+    pad_id: int | None = None
     split: str | None = None
     seed: int = 0
     shard_size_mb: float = 128
@@ -224,28 +228,36 @@ def plan_text_dataset(
             features.append(fmt.Feature("window", "int64"))
         if labelled:
             features.append(fmt.Feature("label", "int64", kind="class_label"))
-    tokenizer_info = {
-        "identity": tokenizer.identity,
-        "spec": options.tokenizer,
-        "model": tokenizer.config["model"]["type"],
-        "vocab_size": tokenizer.vocab_size,
-        "lowercase": tokenizer.lowercase,
-        "files": ["tokenizer.json", *(["vocab.txt"] if tokenizer.is_wordpiece else [])],
-        "special_ids": list(tokenizer.special_ids()) if options.special else [[], []],
-    }
+    pad_id, pad_token, pad_choice = tokenizer.choose_pad(options.pad_id)
+    before, after = tokenizer.special_ids() if options.special else ([], [])
+    tokenizer_info = TokenizerInfo(
+        identity=tokenizer.identity,
+        spec=options.tokenizer,
+        model=tokenizer.config["model"]["type"],
+        vocab_size=tokenizer.vocab_size,
+        lowercase=tokenizer.lowercase,
+        files=("tokenizer.json", *(["vocab.txt"] if tokenizer.is_wordpiece else [])),
+        special_ids=(tuple(before), tuple(after)),
+        pad_id=pad_id,
+        pad_token=pad_token,
+        pad_choice=pad_choice,
+    )
+    # Options that change the bytes; pad_id only when given, so that datasets converted
+    # before it existed are recognised as the same on a re-run.
+    recorded = {k: v for k, v in asdict(options).items() if k != "pad_id" or v is not None}
     plan = DatasetPlan(
         out_dir=out_dir,
         name=name,
         converter="text",
         source=src,
-        options={**asdict(options), "name": name},
+        options={**recorded, "name": name},
         inputs_fingerprint=fingerprint_files(files),
         features=features,
         label_names=label_names,
         supervised_keys=("input_ids", "label") if labelled and not options.pack else None,
         tasks=tasks,
         listing_skips=skips,
-        extra={"tokenizer": tokenizer_info},
+        tokenizer=tokenizer_info,
     )
     runner = TextRunner(
         plan, sources, chunks, shard_counts, tokenizer, options, label_names, workers, strict

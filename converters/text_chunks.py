@@ -8,6 +8,7 @@ pieces concatenated in chunk order, so the bytes do not depend on thread counts.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -84,6 +85,10 @@ class TextRunner:
                 before, after, options.max_length, tokenizer.unk_id, bool(label_names)
             )
         self.work = storage.join(plan.out_dir, WORK_DIR)
+        if plan.tokenizer is None:
+            raise ValueError("a text plan records its tokenizer")
+        self.tokenizer_info = plan.tokenizer
+        self.pad_id = plan.tokenizer.pad_id
         # Per document: a seeded hash picks the shard (a piece key such as "train-00003").
         self._seed_prefix = f"{options.seed}\0".encode()
         self._keys = {s: [f"{s}-{i:05d}" for i in range(n)] for s, n in shard_counts.items()}
@@ -254,11 +259,7 @@ class TextRunner:
         folder = f"chunk-{index:05d}.{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp = storage.join(self.work, folder)
         storage.makedirs(tmp)
-        writer = ChunkWriter(
-            tmp,
-            self.options.pack,
-            self.tok.hf.token_to_id("[PAD]") or self.tok.hf.token_to_id("<pad>") or 0,
-        )
+        writer = ChunkWriter(tmp, self.options.pack, self.pad_id)
         skips: list[Skip] = []
         tokens = 0
         batch: list[tuple[Document, str, int | None]] = []
@@ -381,11 +382,8 @@ class TextRunner:
         skips = [Skip(**s) for info in infos for s in info.get("skips", [])]
         pieces = [p for info in infos for p in info.get("pieces", {}).values()]
         self.tok.save(self.plan.out_dir)  # before the manifest, which names these files
-        extra = {
-            "tokenizer": {**self.plan.extra["tokenizer"], **self.parity},
-            "text": text_statistics(pieces),
-        }
-        return RunOutput(results, skips, extra)
+        used = dataclasses.replace(self.tokenizer_info, parity=self.parity)
+        return RunOutput(results, skips, tokenizer=used, text=text_statistics(pieces))
 
 
 class _BeamChunk:

@@ -16,6 +16,7 @@ from feedgpu import storage
 from feedgpu.convert.commit import Progress, ShardResult
 from feedgpu.convert.plan import ShardTask
 from feedgpu.convert.summary import Summary
+from feedgpu.format.manifest import TextStatistics
 from feedgpu.format.records import Writable, encode_example, frame_records
 
 WASTE_LENGTHS = (64, 128, 256, 512, 1024)
@@ -138,7 +139,7 @@ def merge_lengths(pieces: list[dict[str, Any]]) -> Counter[int]:
     return total
 
 
-def text_statistics(pieces: list[dict[str, Any]]) -> dict[str, Any]:
+def text_statistics(pieces: list[dict[str, Any]]) -> TextStatistics:
     """Documents, tokens, unknown rate, padding waste at fixed lengths, exact length counts.
 
     Lengths count every id of a document, special tokens included, before truncation; the
@@ -152,10 +153,10 @@ def text_statistics(pieces: list[dict[str, Any]]) -> dict[str, Any]:
     for fixed in WASTE_LENGTHS:
         kept = sum(min(length, fixed) * n for length, n in lengths.items())
         waste[str(fixed)] = round(1 - kept / (count * fixed), 4) if count else 0.0
-    return {
-        "documents": count,
-        "tokens": tokens,
-        "unknown_rate": round(unknown / tokens, 6) if tokens else 0.0,
-        "padding_waste_fixed": waste,
-        "length_counts": sorted([length, n] for length, n in lengths.items()),
-    }
+    return TextStatistics(
+        documents=count,
+        tokens=tokens,
+        unknown_rate=round(unknown / tokens, 6) if tokens else 0.0,
+        padding_waste_fixed=waste,
+        length_counts=tuple(sorted(lengths.items())),
+    )

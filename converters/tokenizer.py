@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from feedgpu.errors import UsageError
+from feedgpu.format.manifest import PAD_TOKENS, pad_token_id
 
 SPECIAL_WORDPIECE = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 SPECIAL_BPE = ("<pad>", "<unk>", "<s>", "</s>")
@@ -66,6 +67,10 @@ class TokenizerSpec:
                 "or train:wordpiece:SIZE)"
             )
         return cls("file" if text.endswith(".json") else "vocab", path=text, lowercase=lowercase)
+
+
+# Tried in this order when a tokenizer has no pad token (GPT-2, Llama-style, BERT's [SEP]).
+END_TOKENS = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "[SEP]")
 
 
 class TextTokenizer:
@@ -114,6 +119,32 @@ class TextTokenizer:
         full = self.hf.encode("a", add_special_tokens=True).ids
         at = full.index(probe[0]) if probe and probe[0] in full else len(full)
         return full[:at], full[at + len(probe) :]
+
+    def choose_pad(self, pad_id: int | None = None) -> tuple[int, str | None, str]:
+        """The id padding holds, its token, and why it was chosen.
+
+        The tokenizer's pad token when it has one; an explicit pad_id (--pad-id) wins. A
+        tokenizer without one (GPT-2 style) pads with its end-of-text token, the usual choice
+        there; padding is told apart by `attention_mask` (and `segment_ids` 0 when packed),
+        never by its id, so any id is safe, and the choice is recorded in the manifest.
+
+        Raises:
+            UsageError: pad_id is not an id of this vocabulary.
+        """
+        if pad_id is not None:
+            if not 0 <= pad_id < self.vocab_size:
+                raise UsageError(
+                    f"--pad-id {pad_id}: must be an id of the vocabulary (0-{self.vocab_size - 1})"
+                )
+            return pad_id, self.hf.id_to_token(pad_id), "--pad-id"
+        found = pad_token_id(self.config, PAD_TOKENS)
+        if found is not None:
+            return found, self.hf.id_to_token(found), "the tokenizer's pad token"
+        found = pad_token_id(self.config, END_TOKENS)
+        if found is not None:
+            token = self.hf.id_to_token(found)
+            return found, token, f"no pad token: its end-of-text token {token} (masked out)"
+        return 0, self.hf.id_to_token(0), "no pad or end-of-text token: id 0 (masked out)"
 
     def needs_reference(self, text: str) -> bool:
         """True for documents the fast path might tokenize differently from HF.

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from feedgpu.converters.images import ImageOptions, convert_images
     from feedgpu.converters.text import TextOptions, convert_text
     from feedgpu.errors import DatasetError, FeedgpuError, InputError, UsageError
-    from feedgpu.format.layout import Feature, read_manifest
+    from feedgpu.format.layout import Feature
+    from feedgpu.format.manifest import Manifest, read_manifest
     from feedgpu.format.verify import VerifyReport, verify_dataset
     from feedgpu.pipeline.build import build_pipeline
     from feedgpu.pipeline.readers import dropped_records, read_dataset
@@ -55,7 +56,8 @@ _EXPORTS = {
     "InputError": "feedgpu.errors",
     "UsageError": "feedgpu.errors",
     "Feature": "feedgpu.format.layout",
-    "read_manifest": "feedgpu.format.layout",
+    "Manifest": "feedgpu.format.manifest",
+    "read_manifest": "feedgpu.format.manifest",
     "PipelineSpec": "feedgpu.pipeline",
     "build_pipeline": "feedgpu.pipeline",
     "dropped_records": "feedgpu.pipeline",
@@ -93,6 +95,7 @@ __all__ = [
     "FeedgpuError",
     "ImageOptions",
     "InputError",
+    "Manifest",
     "PipelineSpec",
     "TextOptions",
     "UsageError",

@@ -57,7 +57,7 @@ def test_plain_tfrecord_dataset_parses_with_manifest_spec(
 ) -> None:
     out = tmp_path / "out"
     convert_images(str(image_folder), str(out), workers=1, quiet=True)
-    manifest = read_manifest(str(out))
+    manifest = read_manifest(str(out)).to_json()
     files = [str(out / s["file"]) for s in manifest["splits"]["train"]["shards"]]
     spec = {
         f["name"]: tf.io.FixedLenFeature([], tf.string if f["dtype"] == "string" else tf.int64)
@@ -105,7 +105,7 @@ def test_every_bad_input_is_skipped_with_its_reason(tmp_path: Path, nasty_folder
         else:
             assert skipped.get(rel, {}).get("reason") == reason, f"{rel}: {skipped.get(rel)}"
     assert report.num_examples + report.num_skipped == len(NASTY_EXPECTED)
-    assert read_manifest(str(out))["skipped"]["truncated"] == 1
+    assert read_manifest(str(out)).to_json()["skipped"]["truncated"] == 1
     # Everything stored decodes as 3-channel images with the dimensions recorded beside it.
     for rel, ex in converted.items():
         img = Image.open(io.BytesIO(ex["image"][0]))
@@ -185,7 +185,7 @@ def test_labels_file_for_flat_folder(tmp_path: Path, image_folder: Path) -> None
         assert report.skipped_by_reason == {"missing file": 1, "no label": 1}
         assert set(report.examples_by_split) == {"train", "validation"}
         outs.append(out)
-    assert read_manifest(str(outs[0]))["label_names"] == ["cat", "dog", "fox"]
+    assert read_manifest(str(outs[0])).to_json()["label_names"] == ["cat", "dog", "fox"]
     shards0 = sorted(p.name for p in outs[0].glob("*tfrecord*"))
     assert [(outs[0] / n).read_bytes() for n in shards0] == [
         (outs[1] / n).read_bytes() for n in shards0
@@ -254,5 +254,5 @@ def test_refuses_foreign_nonempty_output(tmp_path: Path, image_folder: Path) -> 
 def test_dash_in_name_is_sanitised_for_tfds(tmp_path: Path, image_folder: Path) -> None:
     out = tmp_path / "out"
     convert_images(str(image_folder), str(out), ImageOptions(name="my-photos v2"), quiet=True)
-    assert read_manifest(str(out))["name"] == "my_photos_v2"
+    assert read_manifest(str(out)).to_json()["name"] == "my_photos_v2"
     assert len(list(tfds.builder_from_directory(str(out)).as_dataset(split="train"))) == 36

@@ -33,7 +33,7 @@ def test_trained_wordpiece_round_trip_equals_hf_on_every_document(
     out = tmp_path / "out"
     options = TextOptions(tokenizer="train:wordpiece:400", folder_labels=True)
     report = convert_text(str(text_folder), str(out), options, workers=2, quiet=True)
-    manifest = read_manifest(str(out))
+    manifest = read_manifest(str(out)).to_json()
     assert report.examples_by_split == {"train": 60, "test": 20}
     assert manifest["skipped"] == {"binary file": 1, "empty document": 1, "not UTF-8": 1}
     assert manifest["label_names"] == ["neg", "pos"]
@@ -91,7 +91,7 @@ def test_jsonl_gzip_and_lines_with_every_document_accounted_for(
         split="train=0.8,validation=0.2",
     )
     report = convert_text(str(jsonl_corpus), str(out), options, quiet=True)
-    manifest = read_manifest(str(out))
+    manifest = read_manifest(str(out)).to_json()
     skipped = [json.loads(line) for line in (out / "skipped.jsonl").read_text().splitlines()]
     reasons = {(s["path"], s["reason"]) for s in skipped}
     assert ("part-0.jsonl:7", "malformed JSON") in reasons  # line 6 + the inserted bad-byte line
@@ -128,7 +128,7 @@ def test_packing_conserves_every_token(tmp_path: Path, text_folder: Path) -> Non
                 assert ex["positions"][i] == ex["positions"][i - 1] + 1
             if not seg:
                 assert ex["input_ids"][i] == 0
-    assert read_manifest(str(packed))["features"][0]["name"] == "input_ids"
+    assert read_manifest(str(packed)).to_json()["features"][0]["name"] == "input_ids"
 
 
 def test_max_length_truncates_and_stride_windows_cover(tmp_path: Path, text_folder: Path) -> None:
@@ -180,7 +180,7 @@ def test_vocab_file_cased_and_uncased(tmp_path: Path) -> None:
             quiet=True,
         )
         assert examples(out)[0]["input_ids"] == expected
-        assert read_manifest(str(out))["text"]["unknown_rate"] == (
+        assert read_manifest(str(out)).to_json()["text"]["unknown_rate"] == (
             0.0 if lowercase else round(1 / 7, 6)
         )
 
@@ -377,7 +377,7 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
     monkeypatch.setattr(TextRunner, "check_parity", late_parity)
     out = tmp_path / "out"
     convert_text(str(src), str(out), TextOptions(tokenizer=str(tmp_path / "vocab.txt")), quiet=True)
-    manifest = read_manifest(str(out))
+    manifest = read_manifest(str(out)).to_json()
     assert before_verdict == 1500  # all of it on the fast path first, then all redone
     assert manifest["tokenizer"]["path"] == "hf"
     assert manifest["tokenizer"]["mismatch_rate"] == 1.0

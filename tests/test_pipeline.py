@@ -110,7 +110,7 @@ def test_input_context_shards_are_disjoint_and_cover(image_data: Path) -> None:
 
 
 def test_cache_auto_decision_follows_the_budget(image_data: Path) -> None:
-    size = feedgpu.read_manifest(str(image_data))["splits"]["train"]["num_bytes"]
+    size = feedgpu.read_manifest(str(image_data)).to_json()["splits"]["train"]["num_bytes"]
     assert PipelineSpec.for_dataset(str(image_data), ram_budget_bytes=size * 4).cache == "memory"
     assert PipelineSpec.for_dataset(str(image_data), ram_budget_bytes=size).cache is None
 

@@ -30,7 +30,7 @@ from feedgpu.bench.report import (
     StepRate,
 )
 from feedgpu.errors import UsageError
-from feedgpu.format import layout as fmt
+from feedgpu.format.manifest import read_manifest
 from feedgpu.pipeline.build import build_pipeline
 from feedgpu.pipeline.spec import PipelineSpec
 from feedgpu.pipeline.stages import StageChanges
@@ -158,7 +158,7 @@ def bench_input(
             training=options.training,
             **options.overrides,
         )
-    manifest = fmt.read_manifest(data_dir)
+    manifest = read_manifest(data_dir)
     replicas = setup.num_replicas
     if options.batch_size % replicas:
         raise UsageError(f"batch size {options.batch_size} does not split over {replicas} replicas")
@@ -197,15 +197,14 @@ def bench_input(
     if alone.num_batches == 0:
         raise UsageError("the pipeline gave no full batch in the time allowed: lower --batch-size")
 
-    label_names = manifest.get("label_names") or []
     workload = build_workload(
         spec.kind,
         options.model,
         setup,
-        num_classes=len(label_names),
+        num_classes=len(manifest.label_names),
         image_size=spec.image_size,
-        vocab_size=int(manifest.get("tokenizer", {}).get("vocab_size") or 30522),
-        max_length=max(spec.max_length, int(manifest.get("options", {}).get("pack") or 0)),
+        vocab_size=manifest.tokenizer.vocab_size if manifest.tokenizer else 30522,
+        max_length=max(spec.max_length, manifest.pack_length or 0),
     )
     step = make_train_step(workload, setup, options.accumulate)
 
@@ -230,7 +229,7 @@ def bench_input(
     if options.ablation == "always" or (
         options.ablation == "auto" and end_to_end.input_share >= SATURATED_SHARE
     ):
-        split_bytes = int(manifest["splits"][spec.split]["num_bytes"])
+        split_bytes = manifest.split(spec.split).num_bytes
         ablation = run_ablation(spec, options.stages, rate, split_bytes)
     cores = os.cpu_count() or 1
     needed = ceiling.examples_per_s * alone.host_cpu_ms_per_example / 1000

@@ -432,7 +432,7 @@ def _convert_images(args: argparse.Namespace) -> int:
 
 def _convert_text(args: argparse.Namespace) -> int:
     from feedgpu.converters.text import TextOptions, convert_text
-    from feedgpu.format.layout import read_manifest
+    from feedgpu.format.manifest import read_manifest
 
     options = TextOptions(
         tokenizer=args.tokenizer,
@@ -465,10 +465,12 @@ def _convert_text(args: argparse.Namespace) -> int:
         runner=args.runner,
         beam_options=args.beam_options,
     )
-    text = read_manifest(args.out).get("text", {})
-    rate = text.get("tokens", 0) / report.seconds / 1e6 if report.seconds else 0.0
-    what = f"{report.num_examples} examples from {text.get('documents')} documents"
-    return _print_conversion(args, report, what, f"{rate:.2f} M tokens/s", {"text": text})
+    text = read_manifest(args.out).text
+    tokens = text.tokens if text else 0
+    rate = tokens / report.seconds / 1e6 if report.seconds else 0.0
+    what = f"{report.num_examples} examples from {text.documents if text else 0} documents"
+    extra = {"text": text.to_json() if text else {}}
+    return _print_conversion(args, report, what, f"{rate:.2f} M tokens/s", extra)
 
 
 def _check_workers(args: argparse.Namespace) -> None:

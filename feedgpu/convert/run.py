@@ -25,6 +25,14 @@ from feedgpu.convert.plan import ShardTask, Skip
 from feedgpu.convert.summary import Summary
 from feedgpu.errors import DatasetError, UsageError
 from feedgpu.format import layout as fmt
+from feedgpu.format.manifest import (
+    Manifest,
+    ShardInfo,
+    SplitInfo,
+    TextStatistics,
+    TokenizerInfo,
+    read_manifest,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +53,7 @@ class DatasetPlan:
         supervised_keys: (input, label) feature names for `as_supervised=True`, if labelled.
         tasks: the shards to write.
         listing_skips: inputs rejected while listing (hidden, wrong extension, ...).
-        extra: converter-specific manifest fields (e.g. tokenizer identity).
+        tokenizer: for text, the tokenizer and the ids readers need.
     """
 
     out_dir: str
@@ -59,7 +67,7 @@ class DatasetPlan:
     supervised_keys: tuple[str, str] | None
     tasks: Sequence[ShardTask]
     listing_skips: Sequence[Skip] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    tokenizer: TokenizerInfo | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -118,18 +126,14 @@ def _remove_temporaries(out_dir: str) -> None:
             storage.remove(storage.join(out_dir, name))
 
 
-def _describe_change(old: Mapping[str, Any], plan: DatasetPlan) -> str:
+def _describe_change(old: Manifest, plan: DatasetPlan) -> str:
     changed = sorted(
-        k
-        for k in set(old.get("options", {})) | set(plan.options)
-        if old.get("options", {}).get(k) != plan.options.get(k)
+        k for k in set(old.options) | set(plan.options) if old.options.get(k) != plan.options.get(k)
     )
     if changed:
-        pairs = ", ".join(
-            f"{k} {old['options'].get(k)!r} -> {plan.options.get(k)!r}" for k in changed
-        )
+        pairs = ", ".join(f"{k} {old.options.get(k)!r} -> {plan.options.get(k)!r}" for k in changed)
         return f"options differ ({pairs})"
-    if old.get("inputs_fingerprint") != plan.inputs_fingerprint:
+    if old.inputs_fingerprint != plan.inputs_fingerprint:
         return "the input files changed"
     return "the dataset name differs"
 
@@ -140,11 +144,9 @@ def _prepare(plan: DatasetPlan, overwrite: bool) -> bool:
     storage.makedirs(out)
     names = storage.listdir(out)
     if fmt.MANIFEST in names:
-        old = fmt.read_manifest(out)
-        shards_present = all(
-            s["file"] in names for sp in old.get("splits", {}).values() for s in sp["shards"]
-        )
-        if old.get("fingerprint") == plan.fingerprint and shards_present and not overwrite:
+        old = read_manifest(out)
+        shards_present = all(s.file in names for sp in old.splits.values() for s in sp.shards)
+        if old.fingerprint == plan.fingerprint and shards_present and not overwrite:
             if WORK_DIR in names:
                 storage.remove(storage.join(out, WORK_DIR))
             return True
@@ -203,9 +205,7 @@ def _progress_bar(total: int | None, unit: str) -> Any:
     return tqdm(total=total, unit=unit, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
 
 
-def _finalize(
-    plan: DatasetPlan, results: Sequence[ShardResult], output: RunOutput
-) -> dict[str, Any]:
+def _finalize(plan: DatasetPlan, results: Sequence[ShardResult], output: RunOutput) -> Manifest:
     """Write skipped.jsonl, TFDS metadata and, last, the manifest."""
     out = plan.out_dir
     by_file = {r.filename: r for r in results}
@@ -220,55 +220,48 @@ def _finalize(
     )
     storage.write_atomic(storage.join(out, fmt.SKIPPED), lines.encode("utf-8"))
 
-    splits: dict[str, dict[str, Any]] = {}
+    shards: dict[str, list[ShardInfo]] = {}
     summary = Summary()
     for task in sorted(plan.tasks, key=lambda t: fmt.split_order(t.split)):
         r = by_file[task.filename]
-        split = splits.setdefault(task.split, {"num_examples": 0, "num_bytes": 0, "shards": []})
-        split["shards"].append(
-            {"file": r.filename, "num_examples": r.num_records, "num_bytes": r.num_bytes}
-        )
-        split["num_examples"] += r.num_records
-        split["num_bytes"] += r.num_bytes
+        shards.setdefault(task.split, []).append(ShardInfo(r.filename, r.num_records, r.num_bytes))
         summary.merge(Summary(r.stats))
+    splits = {name: SplitInfo(tuple(infos)) for name, infos in shards.items()}
     fmt.write_tfds_metadata(
         out,
         name=plan.name,
         features=plan.features,
-        splits={
-            k: [(s["num_examples"], s["num_bytes"]) for s in v["shards"]] for k, v in splits.items()
-        },
+        splits={k: [(s.num_examples, s.num_bytes) for s in v.shards] for k, v in splits.items()},
         label_names=plan.label_names,
         supervised_keys=plan.supervised_keys,
         description=f"Converted by feedgpu convert {plan.converter} from {plan.source}",
     )
     from feedgpu import __version__
 
-    manifest = {
-        "format_version": fmt.FORMAT_VERSION,
-        "name": plan.name,
-        "converter": plan.converter,
-        "source": plan.source,
-        "options": dict(plan.options),
-        "inputs_fingerprint": plan.inputs_fingerprint,
-        "fingerprint": plan.fingerprint,
-        "features": fmt.features_to_json(plan.features),
-        "label_names": list(plan.label_names),
-        "splits": splits,
-        "statistics": summary.to_json(),
-        "skipped": dict(sorted(Counter(s.reason for s in skips).items())),
-        "num_skipped": len(skips),
-        "versions": {
+    manifest = Manifest(
+        name=plan.name,
+        converter=plan.converter,
+        source=plan.source,
+        options=dict(plan.options),
+        inputs_fingerprint=plan.inputs_fingerprint,
+        fingerprint=plan.fingerprint,
+        features=tuple(plan.features),
+        label_names=tuple(plan.label_names),
+        splits=splits,
+        statistics=summary.to_json(),
+        skipped=dict(sorted(Counter(s.reason for s in skips).items())),
+        num_skipped=len(skips),
+        versions={
             "feedgpu": __version__,
             "python": sys.version.split()[0],
             **_library_versions(),
         },
-        **plan.extra,
-        **output.extra,
-    }
+        tokenizer=output.tokenizer or plan.tokenizer,
+        text=output.text,
+    )
     # The manifest says "complete": everything it describes reaches the disk before it does.
     storage.sync_files([storage.join(out, n) for n in storage.listdir(out) if n != WORK_DIR])
-    fmt.write_json(storage.join(out, fmt.MANIFEST), manifest, durable=True)
+    manifest.write(out)
     storage.remove(storage.join(out, WORK_DIR))
     return manifest
 
@@ -287,11 +280,13 @@ def _library_versions() -> dict[str, str]:
 
 @dataclass
 class RunOutput:
-    """What a runner wrote: shard results, inputs skipped outside any shard, manifest extras."""
+    """What a runner wrote: shard results, inputs skipped outside any shard, and for text the
+    tokenizer as used (its parity check included) and statistics of what is stored."""
 
     results: list[ShardResult]
     skips: list[Skip] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
+    tokenizer: TokenizerInfo | None = None
+    text: TextStatistics | None = None
 
 
 class ShardRunner(Protocol):
@@ -333,7 +328,7 @@ def write_dataset(
     """
     start = time.perf_counter()
     if _prepare(plan, overwrite):
-        manifest = fmt.read_manifest(plan.out_dir)
+        manifest = read_manifest(plan.out_dir)
         return _report(plan, manifest, already_done=True, seconds=time.perf_counter() - start)
     finished = {t.filename: load_finished(plan.out_dir, t) for t in plan.tasks}
     todo = [t for t in plan.tasks if finished[t.filename] is None]
@@ -374,25 +369,19 @@ def write_dataset(
 
 
 def _report(
-    plan: DatasetPlan,
-    manifest: Mapping[str, Any],
-    *,
-    already_done: bool,
-    seconds: float,
+    plan: DatasetPlan, manifest: Manifest, *, already_done: bool, seconds: float
 ) -> ConversionReport:
-    splits = manifest["splits"]
-    num_examples = sum(s["num_examples"] for s in splits.values())
     # Inputs: every one was converted or skipped. A text document can make several examples.
-    converted = manifest.get("text", {}).get("documents", num_examples)
+    converted = manifest.text.documents if manifest.text else manifest.num_examples
     return ConversionReport(
         out_dir=plan.out_dir,
         already_done=already_done,
-        num_inputs=converted + manifest["num_skipped"],
-        num_examples=num_examples,
-        num_skipped=manifest["num_skipped"],
-        skipped_by_reason=dict(manifest["skipped"]),
-        examples_by_split={k: v["num_examples"] for k, v in splits.items()},
-        num_shards=sum(len(v["shards"]) for v in splits.values()),
-        num_bytes=sum(v["num_bytes"] for v in splits.values()),
+        num_inputs=converted + manifest.num_skipped,
+        num_examples=manifest.num_examples,
+        num_skipped=manifest.num_skipped,
+        skipped_by_reason=dict(manifest.skipped),
+        examples_by_split={k: v.num_examples for k, v in manifest.splits.items()},
+        num_shards=sum(len(v.shards) for v in manifest.splits.values()),
+        num_bytes=sum(v.num_bytes for v in manifest.splits.values()),
         seconds=seconds,
     )

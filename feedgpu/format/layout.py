@@ -13,11 +13,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from feedgpu import storage
-from feedgpu.errors import DatasetError
 
 MANIFEST = "feedgpu.json"
 SKIPPED = "skipped.jsonl"
-FORMAT_VERSION = 1
 SPLITS = ("train", "validation", "test")
 # TFDS parses NAME-SPLIT.tfrecord-XXXXX-of-YYYYY; a dash in NAME breaks that parse.
 FILE_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
@@ -99,36 +97,6 @@ def write_json(path: str, obj: Any, *, durable: bool = False) -> None:
     """Deterministic, readable JSON, written atomically."""
     text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     storage.write_atomic(path, text.encode("utf-8"), durable=durable)
-
-
-def read_manifest(out_dir: str) -> dict[str, Any]:
-    """The `feedgpu.json` of a converted dataset.
-
-    Raises:
-        DatasetError: no manifest, or one that is not valid JSON.
-    """
-    path = storage.join(out_dir, MANIFEST)
-    if not storage.exists(path):
-        raise DatasetError(f"{out_dir} is not a feedgpu dataset (no {MANIFEST}); convert it first")
-    try:
-        manifest: dict[str, Any] = json.loads(storage.read_bytes(path))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise DatasetError(f"{path} is not valid JSON ({e}); re-run the conversion") from e
-    return manifest
-
-
-def features_from_manifest(manifest: Mapping[str, Any]) -> list[Feature]:
-    """The dataset's feature specs as stored in its manifest."""
-    return [
-        Feature(
-            name=f["name"],
-            dtype=f["dtype"],
-            shape=tuple(f["shape"]),
-            kind=f["kind"],
-            encoding=f.get("encoding"),
-        )
-        for f in manifest["features"]
-    ]
 
 
 def features_to_json(features: Sequence[Feature]) -> list[dict[str, Any]]:

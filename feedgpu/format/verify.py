@@ -9,6 +9,7 @@ from typing import Any
 
 from feedgpu import storage
 from feedgpu.format import layout as fmt
+from feedgpu.format.manifest import read_manifest
 from feedgpu.format.records import RecordError, decode_example, read_records
 
 
@@ -50,26 +51,26 @@ def verify_dataset(out_dir: str, *, decode: bool = False, quiet: bool = True) ->
     """
     from tqdm import tqdm
 
-    manifest = fmt.read_manifest(out_dir)
+    manifest = read_manifest(out_dir)
     report = VerifyReport(out_dir)
-    images = [f.name for f in fmt.features_from_manifest(manifest) if f.kind == "image"]
-    shards = [s for split in manifest["splits"].values() for s in split["shards"]]
-    listed = {s["file"] for s in shards}
+    images = [f.name for f in manifest.features if f.kind == "image"]
+    shards = [s for split in manifest.splits.values() for s in split.shards]
+    listed = {s.file for s in shards}
     for name in storage.listdir(out_dir):
         if fmt.is_shard_filename(name) and name not in listed:
             report.problems.append(f"{name}: shard file not listed in {fmt.MANIFEST}")
     bar = tqdm(
-        total=sum(s["num_bytes"] for s in shards),
+        total=sum(s.num_bytes for s in shards),
         unit="B",
         unit_scale=True,
         disable=quiet,
         file=sys.stderr,
     )
     for shard in shards:
-        path = storage.join(out_dir, shard["file"])
+        path = storage.join(out_dir, shard.file)
         report.num_shards += 1
         if not storage.exists(path):
-            report.problems.append(f"{shard['file']}: missing")
+            report.problems.append(f"{shard.file}: missing")
             continue
         count, damaged = 0, False
         with storage.open_file(path, "rb") as f:
@@ -79,16 +80,14 @@ def verify_dataset(out_dir: str, *, decode: bool = False, quiet: bool = True) ->
                     if decode:
                         problem = _check_record(record, images)
                         if problem:
-                            report.problems.append(
-                                f"{shard['file']}: record {count - 1}: {problem}"
-                            )
+                            report.problems.append(f"{shard.file}: record {count - 1}: {problem}")
             except RecordError as e:
-                report.problems.append(f"{shard['file']}: {e}")
+                report.problems.append(f"{shard.file}: {e}")
                 damaged = True
         report.num_records += count
-        if count != shard["num_examples"] and not damaged:
+        if count != shard.num_examples and not damaged:
             report.problems.append(
-                f"{shard['file']}: {count} records readable, manifest says {shard['num_examples']}"
+                f"{shard.file}: {count} records readable, manifest says {shard.num_examples}"
             )
     bar.close()
     return report

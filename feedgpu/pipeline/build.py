@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from feedgpu.format import layout as fmt
+from feedgpu.format.manifest import read_manifest
 from feedgpu.pipeline.images import image_batches
 from feedgpu.pipeline.readers import cached, read_blocks, read_examples
 from feedgpu.pipeline.spec import PipelineSpec
@@ -36,14 +36,13 @@ def build_pipeline(
 
     from feedgpu.pipeline.text import text_batches
 
-    manifest = fmt.read_manifest(spec.data_dir)
-    labelled = any(f.kind == "class_label" for f in fmt.features_from_manifest(manifest))
+    manifest = read_manifest(spec.data_dir)
     stages = stages or StageChanges()
     if spec.kind == "image":
         ds = image_batches(read_examples(spec, manifest, input_context, stages), spec, stages)
     else:  # text stays in blocks until it is batched: per-example stages are what cost here
         ds = cached(read_blocks(spec, manifest, input_context, stages), spec)
-        ds = text_batches(ds, spec, labelled, manifest.get("options", {}).get("pack"))
+        ds = text_batches(ds, spec, manifest.labelled, manifest.pack_length)
     if stages.delay("batch"):
         ds = ds.apply(sleep_elements(stages.delay("batch")))
     if spec.service:

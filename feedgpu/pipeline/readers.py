@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from feedgpu import storage
 from feedgpu.errors import DatasetError
-from feedgpu.format import layout as fmt
+from feedgpu.format.manifest import Manifest, read_manifest
 from feedgpu.pipeline.stages import HELD_RECORDS, StageChanges
 
 if TYPE_CHECKING:
@@ -21,11 +21,11 @@ logger = logging.getLogger(__name__)
 BLOCK = 256
 
 
-def _parse_spec(manifest: dict[str, Any]) -> dict[str, Any]:
+def _parse_spec(manifest: Manifest) -> dict[str, Any]:
     import tensorflow as tf
 
     spec = {}
-    for f in fmt.features_from_manifest(manifest):
+    for f in manifest.features:
         dtype = {"string": tf.string, "int64": tf.int64, "float32": tf.float32}[f.dtype]
         spec[f.name] = (
             tf.io.RaggedFeature(dtype, row_splits_dtype=tf.int64)
@@ -46,11 +46,8 @@ def dropped_records(spec: PipelineSpec) -> int:
     with its own CRC-checking reader, which skips just the damaged record (a damaged length
     header still ends the file: the records after it cannot be found).
     """
-    manifest = fmt.read_manifest(spec.data_dir)
-    return sum(
-        _DROPPED[storage.join(spec.data_dir, s["file"])]
-        for s in manifest["splits"][spec.split]["shards"]
-    )
+    split = read_manifest(spec.data_dir).split(spec.split, spec.data_dir)
+    return sum(_DROPPED[storage.join(spec.data_dir, s.file)] for s in split.shards)
 
 
 def _reader(path: Any) -> Any:
@@ -88,28 +85,25 @@ def read_dataset(spec: PipelineSpec, input_context: Any = None) -> Any:
     Raises:
         DatasetError: missing split or a tokenizer other than the one the spec names.
     """
-    return read_examples(spec, fmt.read_manifest(spec.data_dir), input_context, StageChanges())
+    return read_examples(spec, read_manifest(spec.data_dir), input_context, StageChanges())
 
 
 def read_blocks(
-    spec: PipelineSpec, manifest: dict[str, Any], input_context: Any, stages: StageChanges
+    spec: PipelineSpec, manifest: Manifest, input_context: Any, stages: StageChanges
 ) -> Any:
     """Parsed examples in blocks of up to BLOCK (dicts of batched tensors; variable-length
     features ragged): read and parsed a block at a time."""
     import tensorflow as tf
 
-    identity = manifest.get("tokenizer", {}).get("identity")
+    identity = manifest.tokenizer.identity if manifest.tokenizer else None
     if spec.tokenizer_identity and identity != spec.tokenizer_identity:
         raise DatasetError(
             f"{spec.data_dir} was tokenized by tokenizer {str(identity)[:12]}..., not the "
             f"{spec.tokenizer_identity[:12]}... this pipeline expects; re-convert the text or "
             "update tokenizer_identity"
         )
-    if spec.split not in manifest["splits"]:
-        raise DatasetError(f"{spec.data_dir} has no split {spec.split!r}")
-    files = [
-        storage.join(spec.data_dir, s["file"]) for s in manifest["splits"][spec.split]["shards"]
-    ]
+    split = manifest.split(spec.split, spec.data_dir)
+    files = [storage.join(spec.data_dir, s.file) for s in split.shards]
     ds = tf.data.Dataset.from_tensor_slices(files)
     if input_context is not None and input_context.num_input_pipelines > 1:
         if len(files) < input_context.num_input_pipelines:
@@ -161,7 +155,7 @@ def cached(ds: Any, spec: PipelineSpec) -> Any:
 
 
 def read_examples(
-    spec: PipelineSpec, manifest: dict[str, Any], input_context: Any, stages: StageChanges
+    spec: PipelineSpec, manifest: Manifest, input_context: Any, stages: StageChanges
 ) -> Any:
     """Single examples, cached, shuffled and repeated as the spec says. Cached one by one,
     not in blocks: each epoch's shuffle then takes references instead of copying every

@@ -8,8 +8,8 @@ import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from feedgpu.errors import DatasetError, UsageError
-from feedgpu.format import layout as fmt
+from feedgpu.errors import UsageError
+from feedgpu.format.manifest import read_manifest
 
 DTYPES = ("float32", "bfloat16", "float16", "uint8")
 TEXT_MODES = ("pad", "bucket", "packed")
@@ -165,18 +165,13 @@ class PipelineSpec:
         unknown = sorted(set(overrides) - names)
         if unknown:
             raise UsageError(f"unknown PipelineSpec field(s): {', '.join(unknown)}")
-        manifest = fmt.read_manifest(data_dir)
-        if split not in manifest["splits"]:
-            raise DatasetError(
-                f"{data_dir} has no split {split!r} (it has {', '.join(manifest['splits'])})"
-            )
-        info = manifest["splits"][split]
-        features = {f.name for f in fmt.features_from_manifest(manifest)}
-        kind = "text" if "input_ids" in features else "image"
+        manifest = read_manifest(data_dir)
+        info = manifest.split(split, data_dir)
+        kind = manifest.kind
         reasons: list[tuple[str, str]] = []
         budget = int(overrides.get("ram_budget_bytes", _memory_bytes() // 2))
         reasons.append(("ram_budget_bytes", "half of this machine's memory"))
-        size = int(info["num_bytes"])
+        size = info.num_bytes
         # Cache the encoded records when they fit comfortably: every later epoch skips I/O
         # and parsing.
         cache = "memory" if fits_memory_cache(size, budget) else None
@@ -187,7 +182,7 @@ class PipelineSpec:
                 f"{'within' if cache else 'over'} half the RAM budget",
             )
         )
-        num = max(1, int(info["num_examples"]))
+        num = max(1, info.num_examples)
         per_example = max(1, size // num)
         # A buffer of ~1/10 of the RAM budget, 1k..16k examples: beyond 16k, randomness
         # gained is small compared with the start-up cost of filling the buffer.
@@ -200,7 +195,7 @@ class PipelineSpec:
                 else "evaluation: no shuffling",
             )
         )
-        files = len(info["shards"])
+        files = len(info.shards)
         cycle = max(1, min(files, os.cpu_count() or 1, 16))
         reasons.append(("cycle_length", f"{files} shard files, {os.cpu_count()} cores"))
         values: dict[str, Any] = {
@@ -223,13 +218,14 @@ class PipelineSpec:
             values["dtype"] = "uint8"
             reasons.append(("dtype", "tf.data service: uint8 batches are 4x fewer bytes"))
         if kind == "text":
-            tokenizer = manifest.get("tokenizer", {})
-            values["tokenizer_identity"] = tokenizer.get("identity")
-            values["pad_id"] = 0
-            if "segment_ids" in features:
+            if manifest.tokenizer is not None:
+                values["tokenizer_identity"] = manifest.tokenizer.identity
+                values["pad_id"] = manifest.tokenizer.pad_id
+                reasons.append(("pad_id", manifest.tokenizer.pad_choice))
+            if manifest.pack_length:
                 values["text_mode"] = "packed"
                 reasons.append(("text_mode", "the dataset is packed"))
-            counts = manifest.get("text", {}).get("length_counts", [])
+            counts = manifest.text.length_counts if manifest.text else ()
             max_length = int(overrides.get("max_length", 512))
             if counts:
                 longest = max(length for length, _ in counts)
