@@ -8,6 +8,7 @@ monitor reports why instead of a number.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from types import TracebackType
 from typing import Any
@@ -36,6 +37,10 @@ class GpuMonitor:
     def __enter__(self) -> GpuMonitor:
         if self.unavailable:
             return self
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible is not None and not visible.strip():
+            self.unavailable = "CUDA_VISIBLE_DEVICES hides every GPU"
+            return self
         try:
             import pynvml
         except ImportError:
@@ -44,7 +49,8 @@ class GpuMonitor:
         try:
             pynvml.nvmlInit()
             count = pynvml.nvmlDeviceGetCount()
-            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+            handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+            self._handles = _visible(pynvml, handles, visible)
         except pynvml.NVMLError as e:
             self.unavailable = f"NVML is not usable here ({e})"
             return self
@@ -81,3 +87,22 @@ class GpuMonitor:
     def utilization(self) -> float | None:
         """Mean utilisation over the samples (0..1), or None when nothing was sampled."""
         return sum(self.samples) / len(self.samples) if self.samples else None
+
+
+def _visible(nvml: Any, handles: list[Any], visible: str | None) -> list[Any]:
+    """The GPUs CUDA (and so TensorFlow) uses: NVML lists every GPU whatever
+    CUDA_VISIBLE_DEVICES says, which names them by index or by UUID."""
+    if visible is None:
+        return handles
+    chosen = []
+    for name in (v.strip() for v in visible.split(",")):
+        if name.isdigit():
+            if int(name) >= len(handles):
+                break  # CUDA stops at the first invalid entry
+            chosen.append(handles[int(name)])
+            continue
+        match = [h for h in handles if str(nvml.nvmlDeviceGetUUID(h)).startswith(name)]
+        if not match:
+            break
+        chosen.append(match[0])
+    return chosen
