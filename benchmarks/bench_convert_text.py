@@ -54,7 +54,12 @@ class TextBenchResult:
         return self.ours_tok_s / self.plain_tok_s
 
 
-def make_corpus(folder: str, megabytes: float, seed: int = 0) -> list[str]:
+# Words per document, as the (mu, sigma) of a lognormal: ~300 tokens (the default), ~40 tokens
+# (titles, queries, dictionary entries), ~2,000 tokens (articles).
+LENGTHS = {"medium": (5.0, 0.8), "short": (3.2, 0.5), "long": (7.2, 0.5)}
+
+
+def make_corpus(folder: str, megabytes: float, seed: int = 0, length: str = "medium") -> list[str]:
     """JSONL files of documents with Zipf-distributed synthetic words and lognormal lengths."""
     rng = random.Random(seed)
     letters = "etaoinshrdlcumwfgypbvkjxqz"
@@ -68,7 +73,7 @@ def make_corpus(folder: str, megabytes: float, seed: int = 0) -> list[str]:
     target = megabytes * 1e6
     out = open(os.path.join(folder, "part-000.jsonl"), "w", encoding="utf-8")  # noqa: SIM115
     while size < target:
-        words = rng.choices(vocab, weights, k=max(5, int(rng.lognormvariate(5, 0.8))))
+        words = rng.choices(vocab, weights, k=max(5, int(rng.lognormvariate(*LENGTHS[length]))))
         text = " ".join(words).capitalize() + "."
         line = json.dumps({"text": text}) + "\n"
         out.write(line)

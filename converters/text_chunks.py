@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import json
 import logging
 import os
@@ -30,7 +29,7 @@ from feedgpu.converters.listing import (
     hash_split,
     parse_split_fractions,
 )
-from feedgpu.converters.text_examples import BuiltExamples, ExampleBuilder
+from feedgpu.converters.text_examples import BuiltExamples, ExampleBuilder, flat_ids, per_text_ids
 from feedgpu.converters.text_pieces import (
     ChunkWriter,
     PieceShardBody,
@@ -132,14 +131,14 @@ class TextRunner:
 
         if not fast:
             with self._hf_lock:
-                return _flat(self.tok.encode_reference(texts))
+                return flat_ids(self.tok.encode_reference(texts))
         values, lengths, redo = self.tok.fast_ids(texts, plain)
         if not redo:
             return values, lengths
-        per_text = _per_text(values, lengths)
+        per_text = per_text_ids(values, lengths)
         for i, exact in zip(redo, self.tok.encode_reference([texts[i] for i in redo]), strict=True):
             per_text[i] = np.asarray(exact, dtype=np.int64)
-        return _flat(per_text)
+        return flat_ids(per_text)
 
     def check_parity(self) -> None:
         """Fast path vs HF on the first documents; any difference and HF is used throughout."""
@@ -167,7 +166,7 @@ class TextRunner:
                 if at:
                     texts = [sample[i] for i in at]
                     values, lengths, _ = self.tok.fast_ids(texts, [route] * len(at))
-                    for i, ids in zip(at, _per_text(values, lengths), strict=True):
+                    for i, ids in zip(at, per_text_ids(values, lengths), strict=True):
                         fast[i] = ids
             reference = self.tok.encode_reference(sample)
             mismatches = sum(1 for f, r in zip(fast, reference, strict=True) if f.tolist() != r)
@@ -238,7 +237,7 @@ class TextRunner:
     def _emit_batch(self, writer: ChunkWriter, items: list[Any], encoded: Any) -> int:
         """A batch's examples into their shards' pieces, with its statistics."""
         if not isinstance(encoded, BuiltExamples):  # windows or packing: per document
-            per_doc = _per_text(*encoded)
+            per_doc = per_text_ids(*encoded)
             return sum(
                 self._emit(writer, doc, split, label, ids)
                 for (doc, split, label), ids in zip(items, per_doc, strict=True)
@@ -395,19 +394,3 @@ class _BeamChunk:
     def __call__(self, index: int) -> int:
         self.runner.run_chunk(index, lambda items, measured: None)
         return index
-
-
-def _flat(per_text: Sequence[Any]) -> tuple[Any, Any]:
-    """Id lists as (their concatenation, their lengths), int64 numpy."""
-    import numpy as np
-
-    lengths = np.fromiter((len(ids) for ids in per_text), np.int64, len(per_text))
-    values = np.fromiter(itertools.chain.from_iterable(per_text), np.int64, int(lengths.sum()))
-    return values, lengths
-
-
-def _per_text(values: Any, lengths: Any) -> list[Any]:
-    """The inverse of `_flat`: each text's ids, as views of the concatenation."""
-    import numpy as np
-
-    return np.split(values, np.cumsum(lengths)[:-1]) if len(lengths) else []

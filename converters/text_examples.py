@@ -11,7 +11,9 @@ GIL, with the same bytes `encode_example` gives for {"doc_id", "input_ids", "len
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,3 +207,19 @@ def _serializer(labelled: bool) -> Any:
         return message("tensorflow.Example", ["features"], [body[:, None]], one)
 
     return serialize
+
+
+def flat_ids(per_text: Sequence[Any]) -> tuple[Any, Any]:
+    """Id lists as (their concatenation, their lengths), int64 numpy."""
+    import numpy as np
+
+    lengths = np.fromiter((len(ids) for ids in per_text), np.int64, len(per_text))
+    values = np.fromiter(itertools.chain.from_iterable(per_text), np.int64, int(lengths.sum()))
+    return values, lengths
+
+
+def per_text_ids(values: Any, lengths: Any) -> list[Any]:
+    """The inverse of `flat_ids`: each text's ids, as views of the concatenation."""
+    import numpy as np
+
+    return np.split(values, np.cumsum(lengths)[:-1]) if len(lengths) else []

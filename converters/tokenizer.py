@@ -230,10 +230,12 @@ class TextTokenizer:
         # them it only lowercases (when the vocabulary is uncased) and turns tab, CR and LF into
         # spaces, which WordPiece's own split treats alike. tf.strings.lower and the WordPiece
         # step alone give the same ids ~10% faster (0.62 vs 0.69 CPU-s on the 50 MB benchmark
-        # corpus). The step is FastBertTokenizer's own (a private attribute: without it, every
-        # batch takes the whole tokenizer). A mixed batch takes the whole tokenizer too:
-        # splitting it and merging the ragged results back cost more than the normaliser.
-        words: Any = getattr(fast, "_fast_wordpiece_tokenizer", None)
+        # corpus). The step is FastBertTokenizer's own (private: without it, every batch takes
+        # the whole tokenizer). A mixed batch takes the whole tokenizer too: splitting it and
+        # merging the ragged results back cost more than the normaliser.
+        from feedgpu.tf_private import fast_wordpiece_step
+
+        words: Any = fast_wordpiece_step(fast)
         lowercase = self.lowercase
         texts = tf.TensorSpec([None], tf.string)
 

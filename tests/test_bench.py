@@ -15,11 +15,13 @@ import pytest
 
 import feedgpu
 from feedgpu.bench.ablation import run_ablation
-from feedgpu.bench.consumer import build_workload, compute_gradients, make_train_step
 from feedgpu.bench.device import DeviceConfig, DeviceSetupError, resolve_devices, setup_devices
 from feedgpu.bench.gpu_monitor import GpuMonitor
 from feedgpu.bench.measure import BenchOptions, bench_input
-from feedgpu.bench.report import BENCH_REPORT_SCHEMA, render_report, verdict_for
+from feedgpu.bench.models import build_workload
+from feedgpu.bench.report import render_report, verdict_for
+from feedgpu.bench.schema import BENCH_REPORT_SCHEMA
+from feedgpu.bench.steps import compute_gradients, make_train_step
 from feedgpu.cli import main
 from feedgpu.pipeline.spec import PipelineSpec
 from feedgpu.pipeline.stages import StageChanges

@@ -467,7 +467,7 @@ def test_plain_batches_take_the_short_graph_with_the_whole_tokenizers_ids(
 
     import numpy as np
 
-    from feedgpu.converters.text_chunks import _per_text
+    from feedgpu.converters.text_examples import per_text_ids
     from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "Hello", "world", "##s"]
@@ -486,4 +486,4 @@ def test_plain_batches_take_the_short_graph_with_the_whole_tokenizers_ids(
     assert np.array_equal(short_lengths, whole_lengths)
     assert np.array_equal(short_values, whole_values)
     hf = tok.encode_reference(texts)
-    assert [ids.tolist() for ids in _per_text(short_values, short_lengths)] == hf
+    assert [ids.tolist() for ids in per_text_ids(short_values, short_lengths)] == hf

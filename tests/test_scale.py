@@ -157,7 +157,8 @@ def test_bench_input_through_the_service_plans_workers(service_data: str) -> Non
     import jsonschema
 
     from feedgpu.bench.measure import BenchOptions, bench_input
-    from feedgpu.bench.report import BENCH_REPORT_SCHEMA, render_report
+    from feedgpu.bench.report import render_report
+    from feedgpu.bench.schema import BENCH_REPORT_SCHEMA
 
     dispatcher = start_dispatcher()
     workers = [start_worker(dispatcher.address) for _ in range(2)]

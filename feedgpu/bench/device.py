@@ -104,13 +104,9 @@ class DeviceSetup:
 
 def tensorflow_initialized() -> bool:
     """Whether TensorFlow has created its runtime (after which devices cannot be changed)."""
-    import sys
+    from feedgpu.tf_private import runtime_initialized
 
-    if "tensorflow" not in sys.modules:
-        return False
-    from tensorflow.python.eager import context  # the only place this state is visible
-
-    return context.context()._context_handle is not None
+    return runtime_initialized()
 
 
 def setup_devices(config: DeviceConfig | None = None) -> DeviceSetup:

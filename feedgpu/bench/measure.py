@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from feedgpu.bench.ablation import run_ablation
-from feedgpu.bench.consumer import batch_size_of, build_workload, make_train_step, time_steps
 from feedgpu.bench.device import DeviceSetup, resolve_devices
 from feedgpu.bench.gpu_monitor import GpuMonitor
+from feedgpu.bench.models import build_workload
 from feedgpu.bench.report import (
     SATURATED_SHARE,
     BenchReport,
@@ -29,6 +29,7 @@ from feedgpu.bench.report import (
     PipelineRate,
     StepRate,
 )
+from feedgpu.bench.steps import batch_size_of, make_train_step, time_steps
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import read_manifest
 from feedgpu.pipeline.build import build_pipeline

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from feedgpu.bench.ablation import AblationResult
-from feedgpu.bench.consumer import StepTimes
 from feedgpu.bench.device import DeviceSetup
+from feedgpu.bench.schema import SCHEMA_ID
+from feedgpu.bench.steps import StepTimes
 from feedgpu.pipeline.spec import PipelineSpec
 
 SATURATED_SHARE = 0.05  # the TF Profiler's input-bound thresholds
 HIGHLY_SHARE = 0.20
-SCHEMA_ID = "feedgpu.bench-input/1"
 
 
 @dataclass(frozen=True)
@@ -278,146 +278,3 @@ def render_report(report: BenchReport) -> str:
         lines.append(f"profile: tensorboard --logdir {report.profile_dir} (Profile tab)")
     lines.extend(f"note: {note}" for note in device.notes)
     return "\n".join(lines)
-
-
-_RATE = {"type": "number", "minimum": 0}
-_STEPS = {
-    "type": "object",
-    "required": [
-        "examples_per_s",
-        "step_ms_median",
-        "step_ms_p90",
-        "wait_ms_median",
-        "input_share",
-        "num_steps",
-        "total_s",
-        "warmup_steps",
-        "loss_first",
-        "loss_last",
-    ],
-    "properties": {
-        "examples_per_s": _RATE,
-        "step_ms_median": _RATE,
-        "step_ms_p90": _RATE,
-        "wait_ms_median": _RATE,
-        "input_share": {"type": "number", "minimum": 0, "maximum": 1},
-        "num_steps": {"type": "integer", "minimum": 0},
-        "total_s": {"type": "number", "minimum": 0},
-        "warmup_steps": {"type": "integer", "minimum": 0},
-        "loss_first": {"type": ["number", "null"]},
-        "loss_last": {"type": ["number", "null"]},
-    },
-}
-BENCH_REPORT_SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": SCHEMA_ID,
-    "title": "feedgpu bench-input report",
-    "type": "object",
-    "required": [
-        "schema",
-        "data_dir",
-        "split",
-        "kind",
-        "model",
-        "batch_size",
-        "device",
-        "pipeline",
-        "ceiling",
-        "end_to_end",
-        "input_share",
-        "fraction_of_ceiling",
-        "verdict",
-        "ablation",
-        "capacity",
-        "spec",
-    ],
-    "properties": {
-        "schema": {"const": SCHEMA_ID},
-        "data_dir": {"type": "string"},
-        "split": {"type": "string"},
-        "kind": {"enum": ["image", "text"]},
-        "model": {"type": "string"},
-        "batch_size": {"type": "integer", "minimum": 1},
-        "accumulate": {"type": "integer", "minimum": 1},
-        "device": {
-            "type": "object",
-            "required": ["device_type", "precision", "xla", "strategy", "num_replicas"],
-            "properties": {
-                "device_type": {"enum": ["CPU", "GPU"]},
-                "gpus": {"type": "array", "items": {"type": "string"}},
-                "precision": {"enum": ["float32", "mixed_float16", "mixed_bfloat16"]},
-                "xla": {"type": "boolean"},
-                "strategy": {"type": "string"},
-                "num_replicas": {"type": "integer", "minimum": 1},
-                "notes": {"type": "array", "items": {"type": "string"}},
-            },
-        },
-        "pipeline": {
-            "type": "object",
-            "required": [
-                "first_batch_s",
-                "examples_per_s",
-                "batches_per_s",
-                "host_cpu_ms_per_example",
-                "num_batches",
-            ],
-            "properties": {
-                "first_batch_s": _RATE,
-                "examples_per_s": _RATE,
-                "batches_per_s": _RATE,
-                "host_cpu_ms_per_example": _RATE,
-                "num_batches": {"type": "integer", "minimum": 1},
-            },
-        },
-        "ceiling": _STEPS,
-        "end_to_end": _STEPS,
-        "input_share": {"type": "number", "minimum": 0, "maximum": 1},
-        "fraction_of_ceiling": _RATE,
-        "verdict": {"enum": ["saturated", "moderately input-bound", "highly input-bound"]},
-        "gpu_utilization": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
-        "gpu_note": {"type": ["string", "null"]},
-        "ablation": {
-            "oneOf": [
-                {"type": "null"},
-                {
-                    "type": "object",
-                    "required": ["baseline_examples_per_s", "rows", "bottleneck", "advice"],
-                    "properties": {
-                        "baseline_examples_per_s": _RATE,
-                        "rows": {
-                            "type": "array",
-                            "items": {
-                                "type": "object",
-                                "required": ["variant", "stage", "examples_per_s", "speedup"],
-                                "properties": {
-                                    "variant": {"type": "string"},
-                                    "stage": {"enum": [None, "read", "parse", "decode", "augment"]},
-                                    "examples_per_s": _RATE,
-                                    "speedup": _RATE,
-                                    "saved_ms_per_example": {"type": ["number", "null"]},
-                                },
-                            },
-                        },
-                        "bottleneck": {"enum": [None, "read", "parse", "decode", "augment"]},
-                        "advice": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-                    },
-                },
-            ]
-        },
-        "capacity": {
-            "type": "object",
-            "required": ["host_cpu_ms_per_example", "cores_needed", "host_cores", "hosts_needed"],
-            "properties": {
-                "host_cpu_ms_per_example": _RATE,
-                "cores_needed": _RATE,
-                "host_cores": {"type": "integer", "minimum": 1},
-                "hosts_needed": {"type": "integer", "minimum": 1},
-                "service_workers": {"type": ["integer", "null"], "minimum": 1},
-                "service_workers_needed": {"type": ["integer", "null"], "minimum": 1},
-            },
-        },
-        "spec": {"type": "object", "required": ["data_dir", "batch_size", "kind"]},
-        "profile_dir": {"type": ["string", "null"]},
-        "seconds_per_phase": _RATE,
-    },
-}

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from feedgpu.errors import UsageError
+from feedgpu.tf_private import stop_server, worker_address
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +38,8 @@ class ServiceServer:
     server: Any
 
     def stop(self) -> None:
-        """Stop serving (TensorFlow's servers expose this only privately)."""
-        self.server._stop()
+        """Stop serving."""
+        stop_server(self.server)
 
 
 def _hostport(address: str) -> str:
@@ -82,7 +83,7 @@ def start_worker(dispatcher: str, port: int = 0, *, host: str = "localhost") -> 
         worker_address=f"{host}:%port%",
     )
     server = tf.data.experimental.service.WorkerServer(config)
-    return ServiceServer("worker", server._address, server)
+    return ServiceServer("worker", worker_address(server), server)
 
 
 def serve_until_signalled(server: ServiceServer, on_ready: Callable[[], None]) -> None:

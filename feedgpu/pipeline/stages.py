@@ -66,7 +66,6 @@ def delayed(value: Any, seconds: float) -> Any:
 def sleep_elements(seconds: float) -> Any:
     """A dataset transformation sleeping `seconds` before each element, in C++ (no GIL, so the
     delay is what was asked even when Python threads are busy)."""
-    # The op is TensorFlow's own test helper; there is no public name for it.
-    from tensorflow.python.data.experimental.ops import testing
+    from feedgpu.tf_private import sleep_dataset
 
-    return testing.sleep(int(seconds * 1e6))
+    return sleep_dataset(seconds)

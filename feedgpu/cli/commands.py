@@ -1,0 +1,186 @@
+"""What each sub-command does with its parsed flags: build the options object (declared in
+`parser`), call the library, print the result. Nothing here imports TensorFlow at module load."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+from feedgpu.cli.flags import DEVICE, SPEC, options_from, values_for
+from feedgpu.errors import UsageError
+
+
+def serve(args: argparse.Namespace) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from feedgpu.pipeline.service import serve_until_signalled, start_dispatcher, start_worker
+
+    if args.role == "dispatcher":
+        server = start_dispatcher(args.port, work_dir=args.work_dir, host=args.host)
+    else:
+        server = start_worker(args.dispatcher, args.port, host=args.host)
+    serve_until_signalled(
+        server, lambda: print(f"feedgpu: {server.kind} serving at {server.address}", flush=True)
+    )
+    print(f"feedgpu: {server.kind} stopped", flush=True)
+    return 0
+
+
+def convert_images(args: argparse.Namespace) -> int:
+    from feedgpu.converters.images import ImageOptions, convert_images
+
+    report = convert_images(
+        args.src,
+        args.out,
+        options_from(ImageOptions, args, args.flags),
+        labels_file=args.labels,
+        path_column=args.path_column,
+        label_column=args.label_column,
+        **_run_options(args),
+    )
+    rate = f"{report.to_json()['inputs_per_s']} files/s"
+    return _print_conversion(args, report, f"{report.num_examples} images", rate, {})
+
+
+def convert_text(args: argparse.Namespace) -> int:
+    from feedgpu.converters.text import TextOptions, convert_text
+    from feedgpu.format.manifest import read_manifest
+
+    options = options_from(TextOptions, args, args.flags)
+    report = convert_text(args.src, args.out, options, **_run_options(args))
+    text = read_manifest(args.out).text
+    tokens = text.tokens if text else 0
+    rate = tokens / report.seconds / 1e6 if report.seconds else 0.0
+    what = f"{report.num_examples} examples from {text.documents if text else 0} documents"
+    extra = {"text": text.to_json() if text else {}}
+    return _print_conversion(args, report, what, f"{rate:.2f} M tokens/s", extra)
+
+
+def _run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """How a conversion runs (flags every converter shares, none of which change the bytes)."""
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers {args.workers}: must be at least 1")
+    return {
+        "workers": args.workers,
+        "strict": bool(args.strict),
+        "overwrite": bool(args.overwrite),
+        "quiet": bool(args.quiet or args.json),
+        "runner": args.runner,
+        "beam_options": args.beam_options,
+    }
+
+
+def _print_conversion(
+    args: argparse.Namespace, report: Any, what: str, rate: str, extra: dict[str, Any]
+) -> int:
+    """The conversion summary: JSON with --json, else two readable lines."""
+    if args.json:
+        _print_json({**report.to_json(), **extra})
+    elif report.already_done:
+        print(f"{args.out}: already converted with these options and inputs; nothing to do")
+    else:
+        splits = ", ".join(f"{k} {v}" for k, v in report.examples_by_split.items())
+        print(
+            f"wrote {what} ({splits}) in {report.num_shards} shards, "
+            f"{report.num_bytes / 1e6:.1f} MB in {report.seconds:.1f} s ({rate})"
+        )
+        if report.num_skipped:
+            reasons = ", ".join(f"{n} {r}" for r, n in report.skipped_by_reason.items())
+            print(f"skipped {report.num_skipped} ({reasons}); see {args.out}/skipped.jsonl")
+    return 0
+
+
+def verify(args: argparse.Namespace) -> int:
+    from feedgpu.format.verify import verify_dataset
+
+    report = verify_dataset(args.out, decode=bool(args.decode), quiet=bool(args.quiet or args.json))
+    if args.json:
+        _print_json(report.to_json())
+    else:
+        for problem in report.problems:
+            print(problem)
+        status = "ok" if report.ok else f"{len(report.problems)} problem(s)"
+        print(f"{args.out}: {report.num_records} records in {report.num_shards} shards: {status}")
+    return 0 if report.ok else 1
+
+
+def sample_images(args: argparse.Namespace) -> int:
+    from feedgpu.samples import write_sample_images
+
+    n = write_sample_images(
+        args.dir, num_classes=args.classes, images_per_class=args.per_class, seed=args.seed
+    )
+    print(f"wrote {n} images in {args.classes} class folders under {args.dir}")
+    return 0
+
+
+def bench_input(args: argparse.Namespace) -> int:
+    import os
+    import tempfile
+
+    if args.print_schema:
+        from feedgpu.bench.schema import BENCH_REPORT_SCHEMA
+
+        _print_json(BENCH_REPORT_SCHEMA)
+        return 0
+    # TensorFlow's C++ start-up chatter would bury the table; TF_CPP_MIN_LOG_LEVEL wins if set.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from feedgpu.bench.device import DeviceConfig
+    from feedgpu.bench.measure import BenchOptions, bench_input, make_default_dataset
+    from feedgpu.bench.report import render_report
+    from feedgpu.pipeline.spec import PipelineSpec
+    from feedgpu.pipeline.stages import StageChanges
+
+    overrides = values_for(args, args.flags, SPEC)
+    options = options_from(
+        BenchOptions,
+        args,
+        args.flags,
+        overrides=overrides,
+        stages=StageChanges(delay_s=tuple(_parse_delay(d) for d in args.inject_delay or ())),
+        quiet=bool(args.quiet or args.json == "-"),
+    )
+    config = DeviceConfig(**values_for(args, args.flags, DEVICE))
+    with tempfile.TemporaryDirectory(prefix="feedgpu-bench-") as workdir:
+        data = args.data
+        if data is None:
+            if not options.quiet:
+                print("no DATA given: generating and converting a sample image dataset", flush=True)
+            data = make_default_dataset(
+                workdir, images_per_class=args.sample_per_class, quiet=options.quiet
+            )
+        spec = None
+        if args.spec:
+            try:
+                with open(args.spec, encoding="utf-8") as f:
+                    spec = PipelineSpec.from_json(f.read()).with_changes(data_dir=data, **overrides)
+            except OSError as e:
+                raise UsageError(f"cannot read --spec {args.spec}: {e.strerror}") from e
+        from feedgpu.bench.device import setup_devices
+
+        setup = setup_devices(config)  # before the first tensor
+        report = bench_input(data, options, setup=setup, spec=spec)
+    if args.json == "-":
+        _print_json(report.to_json())
+    else:
+        print(render_report(report))
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(report.to_json(), f, indent=2, sort_keys=True)
+    if args.save_spec:
+        with open(args.save_spec, "w", encoding="utf-8") as f:
+            f.write(report.spec.to_json() + "\n")
+    return 0
+
+
+def _parse_delay(text: str) -> tuple[str, float]:
+    stage, _, ms = text.partition("=")
+    try:
+        return stage, float(ms) / 1000
+    except ValueError:
+        raise UsageError(f"--inject-delay {text!r}: expected STAGE=MS, e.g. decode=5") from None
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=True))

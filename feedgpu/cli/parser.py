@@ -1,0 +1,344 @@
+"""The `feedgpu` command line: sub-commands, their descriptions and their flag tables."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from feedgpu.cli.flags import COMMAND, DEVICE, SPEC, Flag, action, add_flags, switch, value
+from feedgpu.errors import UsageError
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors become `UsageError`, printed like every other error: one line, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see: {self.prog} --help)")
+
+
+OUTPUT = [
+    switch("--quiet", "no progress bar or log lines", target=COMMAND),
+    switch("--json", "print a machine-readable summary on stdout", target=COMMAND),
+]
+# Shared by every converter: splits, naming, sharding, parallelism, policy, output.
+CONVERSION = [
+    value(
+        "--split",
+        "hash split when SRC has no split folders, e.g. train=0.9,validation=0.1",
+        metavar="SPEC",
+    ),
+    value("--name", "dataset name (default: SRC's folder name)"),
+    value("--shard-size-mb", "target shard size", float),
+    value("--num-shards", "shards per split (overrides --shard-size-mb)", int),
+    value("--seed", "seed of the assignment to shards", int),
+    value("--workers", "worker processes (default: all cores)", int, target=COMMAND),
+    value(
+        "--runner",
+        "local process pool, or the same shard tasks as an Apache Beam pipeline "
+        "(same bytes; needs pip install 'feedgpu[beam]')",
+        choices=("local", "beam"),
+        default="local",
+        target=COMMAND,
+    ),
+    value(
+        "--beam-options",
+        'Beam pipeline flags, e.g. "--runner=DataflowRunner --project=P --region=R" '
+        "(default: DirectRunner on this machine)",
+        metavar="FLAGS",
+        target=COMMAND,
+    ),
+    switch("--strict", "stop at the first bad input instead of skipping it", target=COMMAND),
+    switch(
+        "--overwrite", "replace a dataset in OUT that was made with other options", target=COMMAND
+    ),
+    *OUTPUT,
+]
+IMAGES = [
+    value("src", "folder of images", metavar="SRC", target=COMMAND),
+    value("out", "output folder (local path or gs://...)", metavar="OUT", target=COMMAND),
+    value("--labels", "CSV or JSONL with path and label columns", metavar="FILE", target=COMMAND),
+    value("--path-column", "label file column holding the image path", target=COMMAND),
+    value("--label-column", "label file column holding the class", target=COMMAND),
+    value("--quality", "JPEG quality for re-encoded images", int),
+    switch("--lossless", "re-encode non-JPEG images as PNG instead of JPEG"),
+    value("--max-size", "shrink the long side to N pixels", int, metavar="N"),
+    value(
+        "--verify",
+        "validate JPEGs with a 1/8-scale decode (fast) or a full decode",
+        choices=("fast", "full"),
+    ),
+    value(
+        "--max-pixels", "skip larger images as decompression bombs (default: Pillow's limit)", int
+    ),
+    *CONVERSION,
+]
+TEXT = [
+    value("src", "folder or glob (quote it) of text files", metavar="SRC", target=COMMAND),
+    value("out", "output folder", metavar="OUT", target=COMMAND),
+    value(
+        "--tokenizer",
+        "tokenizer.json, vocab.txt, or train:wordpiece:SIZE / train:bpe:SIZE",
+        metavar="SPEC",
+        required=True,
+    ),
+    switch("--lowercase", "lower-case and strip accents (vocab.txt and trained WordPiece)"),
+    switch("--doc-per-line", "each line of a .txt file is a document (default: each file)"),
+    value("--text-field", "JSON key of the text in .jsonl"),
+    value("--label-field", "JSON key of the label in .jsonl"),
+    switch("--folder-labels", "label documents by class folder (SRC/[SPLIT/]CLASS/*.txt)"),
+    value(
+        "--encoding-errors",
+        "documents that are not UTF-8: skip them, or replace bad bytes",
+        choices=("skip", "replace"),
+    ),
+    value("--max-length", "truncate examples to N ids", int, metavar="N"),
+    value(
+        "--stride", "with --max-length: overlapping windows instead of truncation", int, metavar="S"
+    ),
+    value(
+        "--pack",
+        "pack documents into sequences of N ids with segment_ids/positions",
+        int,
+        metavar="N",
+    ),
+    value(
+        "--pad-id",
+        "the id padding holds (default: the tokenizer's pad token, else its end-of-text token)",
+        int,
+        metavar="ID",
+    ),
+    switch("--special", "add the tokenizer's special tokens (CLS/SEP, BOS/EOS)"),
+    value("--chunk-mb", "input per resumable unit: a killed run redoes at most one chunk", float),
+    *[
+        value("--workers", "tokenizer threads (default: all cores)", int, target=COMMAND)
+        if f.name == "--workers"
+        else f
+        for f in CONVERSION
+    ],
+]
+VERIFY = [
+    value("out", "dataset folder", metavar="OUT", target=COMMAND),
+    switch("--decode", "also decode every image", target=COMMAND),
+    *OUTPUT,
+]
+BENCH = [
+    value("data", "dataset written by feedgpu convert", metavar="DATA", nargs="?", target=COMMAND),
+    value("--split", "split to read"),
+    value("--batch-size", "global batch size", int),
+    value("--model", "model size", choices=("small", "medium", "large")),
+    switch("--training", "the training pipeline (shuffle, augmentation) or the evaluation one"),
+    value("--seconds", "timed seconds per phase, after warm-up", float),
+    value("--accumulate", "gradient accumulation", int, metavar="K"),
+    value(
+        "--ablation",
+        "make each stage free in turn: when input-bound (auto), always or never",
+        choices=("auto", "always", "never"),
+    ),
+    value("--ablation-seconds", "seconds per variant", float),
+    value(
+        "--image-size",
+        "square model input size",
+        int,
+        metavar="N",
+        target=SPEC,
+        convert=lambda n: (n, n),
+    ),
+    value("--max-length", "text sequence length", int, metavar="N", target=SPEC),
+    value(
+        "--text-mode",
+        "text batching (default: auto)",
+        choices=("pad", "bucket", "packed"),
+        target=SPEC,
+    ),
+    value("--spec", "measure this saved PipelineSpec JSON", metavar="FILE", target=COMMAND),
+    value(
+        "--service",
+        "run the pipeline on tf.data service workers (see feedgpu serve)",
+        metavar="grpc://HOST:PORT",
+        target=SPEC,
+    ),
+    value(
+        "--service-mode",
+        "each worker its own epochs, or one epoch split over the workers",
+        choices=("parallel_epochs", "distributed_epoch"),
+        target=SPEC,
+    ),
+    value(
+        "--service-workers", "workers serving --service (for the capacity plan)", int, metavar="N"
+    ),
+    value(
+        "--precision",
+        "auto: mixed_float16 on tensor-core GPUs, float32 on CPU",
+        choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
+        target=DEVICE,
+    ),
+    switch("--xla", "jit_compile the step", target=DEVICE),
+    value(
+        "--strategy",
+        "auto: MirroredStrategy when there are several GPUs; multi_worker: "
+        "MultiWorkerMirroredStrategy over the hosts in TF_CONFIG",
+        choices=("auto", "default", "mirrored", "multi_worker"),
+        target=DEVICE,
+    ),
+    switch("--memory-growth", "let GPU memory grow on demand", target=DEVICE),
+    value("--memory-limit-mb", "hard per-GPU memory limit instead", int, target=DEVICE),
+    value("--profile", "write a TensorBoard profile of 10 steps", metavar="DIR", to="profile_dir"),
+    value("--json", "write the report as JSON (- for stdout)", metavar="FILE", target=COMMAND),
+    value(
+        "--save-spec",
+        "write the best measured PipelineSpec as JSON",
+        metavar="FILE",
+        target=COMMAND,
+    ),
+    value(
+        "--inject-delay",
+        "calibration: sleep MS per element at decode (per example), batch or stall "
+        "(per batch, after prefetch) and watch the verdict respond",
+        action="append",
+        metavar="STAGE=MS",
+        target=COMMAND,
+    ),
+    value(
+        "--sample-per-class",
+        "without DATA: images per class (4 classes) in the generated dataset",
+        int,
+        default=128,
+        metavar="N",
+        target=COMMAND,
+    ),
+    action("--print-schema", "print the JSON schema, exit"),
+    switch("--quiet", "no progress bars or log lines", target=COMMAND),
+]
+_NO_AUTH = (
+    "The tf.data service has no authentication and TensorFlow listens on every interface: run "
+    "it on a private network or behind a firewall. --host only sets the name it advertises."
+)
+DISPATCHER = [
+    value("--port", "port to serve on (0: any)", int, default=5050, target=COMMAND),
+    value(
+        "--work-dir",
+        "journal state here (fault-tolerant: a restarted dispatcher resumes its jobs)",
+        metavar="DIR",
+        target=COMMAND,
+    ),
+    value("--host", "name to advertise", default="localhost", target=COMMAND),
+]
+WORKER = [
+    value("--dispatcher", "", metavar="HOST:PORT", required=True, target=COMMAND),
+    value("--port", "port to serve on (0: any)", int, default=0, target=COMMAND),
+    value("--host", "name to advertise", default="localhost", target=COMMAND),
+]
+SAMPLE = [
+    value("dir", "", metavar="DIR", target=COMMAND),
+    value("--classes", "", int, default=4, target=COMMAND),
+    value("--per-class", "", int, default=100, target=COMMAND),
+    value("--seed", "", int, default=0, target=COMMAND),
+]
+
+
+def _command(
+    sub: Any,
+    name: str,
+    flags: Sequence[Flag],
+    run: Callable[[argparse.Namespace], int],
+    **texts: str,
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(name, **texts)
+    add_flags(parser, flags)
+    parser.set_defaults(func=run, flags=flags)
+    return parser
+
+
+def build_parser(commands: Any) -> Parser:
+    """The whole command line; `commands` holds the function each sub-command runs."""
+    from feedgpu import __version__
+
+    parser = Parser(
+        prog="feedgpu",
+        description="Keep accelerators fed: convert data to sharded TFRecords, check it, feed it.",
+    )
+    parser.add_argument("--version", action="version", version=f"feedgpu {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    convert = sub.add_parser("convert", help="convert a folder into a sharded TFRecord dataset")
+    kinds = convert.add_subparsers(dest="kind", required=True, parser_class=Parser)
+    _command(
+        kinds,
+        "images",
+        IMAGES,
+        commands.convert_images,
+        help="image folder -> TFRecords",
+        description="Convert SRC (class per sub-folder, optionally under train/validation/test, "
+        "or a flat folder with --labels) into sharded TFRecords in OUT, readable by TFDS. "
+        "Valid JPEGs are stored byte for byte; other images are normalised to RGB. "
+        "Bad files are skipped with a reason in OUT/skipped.jsonl. Re-running the same "
+        "command after a crash finishes the job.",
+    )
+    _command(
+        kinds,
+        "text",
+        TEXT,
+        commands.convert_text,
+        help="text corpus -> pre-tokenized TFRecords",
+        description="Tokenize SRC (a folder or glob of .txt/.jsonl files, gzip allowed; "
+        "class folders optionally under train/validation/test) once, into sharded TFRecords of "
+        "token ids in OUT, with the tokenizer saved beside them. Bad documents are skipped with "
+        "a reason in OUT/skipped.jsonl. Re-running the same command after a crash finishes it.",
+    )
+    _command(
+        sub,
+        "verify",
+        VERIFY,
+        commands.verify,
+        help="re-read a dataset: CRCs, counts, optionally decode",
+        description="Read every record of OUT (CRC checked) and compare "
+        "with its manifest. Exit 1 if any problem is found.",
+    )
+    _command(
+        sub,
+        "bench-input",
+        BENCH,
+        commands.bench_input,
+        help="is the accelerator saturated by the input pipeline, and if not, why",
+        description="Measure on DATA, in one run: the input pipeline alone, a synthetic model on "
+        "resident batches (the compute ceiling) and the two together (step time and the share "
+        "spent waiting for input). Judge saturated (< 5% input wait), moderately (5-20%) or "
+        "highly (>= 20%) input-bound, and when input-bound make each pipeline stage free in "
+        "turn to name the one to fix. Without DATA, a generated sample image dataset is made "
+        "in a temporary folder and measured.",
+    )
+    serve = sub.add_parser(
+        "serve",
+        help="run tf.data service servers (preprocessing on remote CPU workers)",
+        description="Start a tf.data service dispatcher or worker and serve until SIGTERM or "
+        "Ctrl-C. Trainers use it with PipelineSpec(service='grpc://HOST:PORT') or "
+        "feedgpu bench-input DATA --service grpc://HOST:PORT. " + _NO_AUTH,
+    )
+    roles = serve.add_subparsers(dest="role", required=True, parser_class=Parser)
+    _command(
+        roles,
+        "dispatcher",
+        DISPATCHER,
+        commands.serve,
+        help="the coordinator trainers and workers connect to",
+        description="Start a dispatcher. " + _NO_AUTH,
+    )
+    _command(
+        roles,
+        "worker",
+        WORKER,
+        commands.serve,
+        help="a CPU worker that runs input pipelines",
+        description="Start a worker registered with DISPATCHER. Datasets are read by path: "
+        "they must be at the same path here as on the trainer (shared FS or gs://). " + _NO_AUTH,
+    )
+    _command(
+        sub,
+        "sample-images",
+        SAMPLE,
+        commands.sample_images,
+        help="write a generated sample image folder",
+        description="Write DIR/CLASS/NNNNN.jpg photo-like images, to try "
+        "feedgpu without data of your own.",
+    )
+    return parser

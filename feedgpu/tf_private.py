@@ -1,0 +1,64 @@
+"""Every private TensorFlow API feedgpu uses, in one place, each with why no public one serves.
+
+A TensorFlow upgrade may remove any of them: `tests/test_tf_private.py` checks each is still
+there and names the function here to mend when one is gone. Nothing else in feedgpu reaches
+into TensorFlow's private names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def runtime_initialized() -> bool:
+    """Whether TensorFlow has created its runtime (after which GPU memory policy and visible
+    devices can no longer change).
+
+    Public APIs only tell by failing: `tf.config.experimental.set_memory_growth` raises once the
+    runtime exists, and trying it would apply the change when it does not.
+    """
+    import sys
+
+    if "tensorflow" not in sys.modules:
+        return False
+    from tensorflow.python.eager import context
+
+    return context.context()._context_handle is not None
+
+
+def sleep_dataset(seconds: float) -> Any:
+    """A dataset transformation sleeping before each element, in C++ (no GIL, so the delay is
+    what was asked even when Python threads are busy).
+
+    TensorFlow's own test helper; a public `map` with `tf.py_function` holds the GIL and runs
+    late when Python threads are busy, which skews the stalls measurement injects.
+    """
+    from tensorflow.python.data.experimental.ops import testing
+
+    return testing.sleep(int(seconds * 1e6))
+
+
+def stop_server(server: Any) -> None:
+    """Stop a tf.data service dispatcher or worker.
+
+    `DispatchServer`/`WorkerServer` expose `join()` (forever) but no public stop; without it a
+    server started in a process lives until the process ends.
+    """
+    server._stop()
+
+
+def worker_address(server: Any) -> str:
+    """The host:port a tf.data service worker serves at (its port is chosen at start when 0).
+
+    `WorkerServer` has no public address property (a `DispatchServer` has `target`).
+    """
+    return str(server._address)
+
+
+def fast_wordpiece_step(fast_bert_tokenizer: Any) -> Any:
+    """The WordPiece step inside tensorflow-text's `FastBertTokenizer`, or None.
+
+    Plain-ASCII batches skip BERT's normaliser and call this step alone; tensorflow-text builds
+    it from the same vocabulary but offers no public handle on it.
+    """
+    return getattr(fast_bert_tokenizer, "_fast_wordpiece_tokenizer", None)

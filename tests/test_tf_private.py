@@ -1,0 +1,67 @@
+"""The private TensorFlow APIs feedgpu uses (feedgpu/tf_private.py) are still there.
+
+A failure here after a TensorFlow upgrade names what went and which function to mend.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _gone(what: str, function: str) -> str:
+    import tensorflow as tf
+
+    return f"TensorFlow {tf.__version__} no longer has {what}: mend feedgpu.tf_private.{function}"
+
+
+def test_runtime_handle_is_there() -> None:
+    from tensorflow.python.eager import context
+
+    assert hasattr(context.context(), "_context_handle"), _gone(
+        "context()._context_handle", "runtime_initialized"
+    )
+    import tensorflow as tf
+
+    from feedgpu.tf_private import runtime_initialized
+
+    tf.constant(1.0)
+    assert runtime_initialized() is True
+
+
+def test_sleep_dataset_is_there_and_sleeps_before_each_element() -> None:
+    import tensorflow as tf
+
+    try:
+        from tensorflow.python.data.experimental.ops import testing
+    except ImportError:
+        pytest.fail(_gone("data.experimental.ops.testing", "sleep_dataset"))
+    assert hasattr(testing, "sleep"), _gone("testing.sleep", "sleep_dataset")
+    from feedgpu.tf_private import sleep_dataset
+
+    ds = tf.data.Dataset.range(3).apply(sleep_dataset(0.001))
+    assert [int(x) for x in ds] == [0, 1, 2]
+
+
+def test_service_servers_stop_and_tell_their_address() -> None:
+    import tensorflow as tf
+
+    service = tf.data.experimental.service
+    assert hasattr(service.DispatchServer, "_stop"), _gone("DispatchServer._stop", "stop_server")
+    assert hasattr(service.WorkerServer, "_stop"), _gone("WorkerServer._stop", "stop_server")
+    assert hasattr(service.WorkerServer, "_address"), _gone(
+        "WorkerServer._address", "worker_address"
+    )
+
+
+def test_fast_bert_tokenizer_keeps_its_wordpiece_step() -> None:
+    import tensorflow as tf
+    import tensorflow_text as text
+
+    from feedgpu.tf_private import fast_wordpiece_step
+
+    fast = text.FastBertTokenizer(vocab=["[UNK]", "a", "##b"], token_out_type=tf.int64)
+    step = fast_wordpiece_step(fast)
+    assert step is not None, _gone(
+        "FastBertTokenizer._fast_wordpiece_tokenizer", "fast_wordpiece_step"
+    )
+    assert step.tokenize(tf.constant(["ab"])).to_list() == [[1, 2]]
