@@ -5,16 +5,16 @@ one process per profile, and the median wall times give on/off (above 1: the tri
 Profiles: images (the image benchmark's 500x375 JPEGs) and JSONL text of ~40 and ~300 tokens
 per document (per-document costs weigh most on short ones). A trick is switched off by
 replacing, for that run only, the function that implements it with the plain equivalent:
-  o_direct      shards written through the page cache (open()) instead of O_DIRECT
   frozen_heap   no gc.freeze / raised gc threshold around the conversion
   crc_heads     every record's length header CRC computed, none kept
   in_graph      text examples built per document in Python (encode_example), not in-graph
   orjson        JSON lines parsed by the standard library
   plain_marks   no document marked plain from its raw line (the graph's RE2 scan decides)
-Also prints, for o_direct, how much the page cache grew during a conversion (MB, the reason
-the trick exists: page cache left to training).
+Also prints how much the page cache grew during each conversion (MB): O_DIRECT shard writing
+was measured this way before it was removed (it was no faster, and its one benefit, page cache
+left untouched, also leaves training right after a conversion reading from disk).
 
-Usage: python benchmarks/bench_tricks.py [--runs 8] [--images 1500] [--mb 20]
+Usage: python benchmarks/bench_tricks.py [--runs 8] [--images 1500] [--mb 20] [--tricks a,b]
 """
 
 from __future__ import annotations
@@ -32,12 +32,13 @@ import tempfile
 import time
 import types
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-IMAGE_TRICKS = ("o_direct", "frozen_heap", "crc_heads")
-TEXT_TRICKS = ("o_direct", "frozen_heap", "crc_heads", "in_graph", "orjson", "plain_marks")
+IMAGE_TRICKS = ("frozen_heap", "crc_heads")
+TEXT_TRICKS = ("frozen_heap", "crc_heads", "in_graph", "orjson", "plain_marks")
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,6 @@ def _cached_mb() -> float:
 @contextlib.contextmanager
 def switched_off(trick: str) -> Iterator[None]:
     """The trick replaced by its plain equivalent until the block ends."""
-    from feedgpu import storage
     from feedgpu.convert import run
     from feedgpu.converters import text_chunks, text_sources
     from feedgpu.format import records
@@ -80,9 +80,7 @@ def switched_off(trick: str) -> Iterator[None]:
         saved.append((owner, name, getattr(owner, name)))
         setattr(owner, name, value)
 
-    if trick == "o_direct":
-        patch(storage, "create_streamed", lambda path: open(path, "wb"))  # noqa: SIM115
-    elif trick == "frozen_heap":
+    if trick == "frozen_heap":
         inert = types.SimpleNamespace(
             freeze=lambda: None,
             unfreeze=lambda: None,
@@ -131,15 +129,14 @@ def alternate(
         if i >= 2:
             times[on].append(seconds)
             growth[on].append(_cached_mb() - cached)
-    show_cache = trick == "o_direct"
     row = TrickRow(
         profile,
         trick,
         round(statistics.median(times[False]), 4),
         round(statistics.median(times[True]), 4),
         runs,
-        round(statistics.median(growth[False]), 1) if show_cache else None,
-        round(statistics.median(growth[True]), 1) if show_cache else None,
+        round(statistics.median(growth[False]), 1),
+        round(statistics.median(growth[True]), 1),
     )
     print(f"  {profile:<7} {trick:<12} off {row.off_s:.3f} s  on {row.on_s:.3f} s  "
           f"gain {row.gain:.3f}x", file=sys.stderr)  # fmt: skip
@@ -159,7 +156,8 @@ def image_rows(args: argparse.Namespace, tmp: str) -> list[dict[str, object]]:
         convert_images(src, out, ImageOptions(), quiet=True)
 
     out = os.path.join(tmp, "out-images")
-    return [asdict(alternate("images", t, convert, args.runs, out)) for t in IMAGE_TRICKS]
+    tricks = [t for t in IMAGE_TRICKS if t in args.tricks.split(",")]
+    return [asdict(alternate("images", t, convert, args.runs, out)) for t in tricks]
 
 
 def text_rows(args: argparse.Namespace, tmp: str, length: str) -> list[dict[str, object]]:
@@ -176,13 +174,15 @@ def text_rows(args: argparse.Namespace, tmp: str, length: str) -> list[dict[str,
 
     out = os.path.join(tmp, f"out-{length}")
     name = {"short": "text40", "medium": "text300"}[length]
-    return [asdict(alternate(name, t, convert, args.runs, out)) for t in TEXT_TRICKS]
+    tricks = [t for t in TEXT_TRICKS if t in args.tricks.split(",")]
+    return [asdict(alternate(name, t, convert, args.runs, out)) for t in tricks]
 
 
 def _in_child(target: Callable[..., object], *args: object) -> object:
     """A fresh process per profile: image runs without TensorFlow, text apart from them."""
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(target, args)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=context) as pool:  # not daemonic: it may fork
+        return pool.submit(target, *args).result()
 
 
 def main(argv: Sequence[str] | None = None) -> list[TrickRow]:
@@ -191,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> list[TrickRow]:
     parser.add_argument("--images", type=int, default=1500)
     parser.add_argument("--mb", type=float, default=20, help="text corpus size per profile")
     parser.add_argument("--profiles", default="images,short,medium")
+    parser.add_argument("--tricks", default=",".join(TEXT_TRICKS), help="which to measure")
     args = parser.parse_args(argv)
     import bench_convert_text
 

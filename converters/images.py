@@ -7,9 +7,11 @@ CSV/JSONL label file. Each example holds the encoded image, label, relative path
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import math
 import os
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -334,20 +336,21 @@ def convert_images(
     with contextlib.ExitStack() as stack:
         shard_runner: ShardRunner
         if runner == "beam":
-            from feedgpu.convert.beam import require_beam, write_shards_on_beam
+            from feedgpu.convert.beam import beam_flags, require_beam, write_shards_on_beam
 
             require_beam()
             body = ItemShardBody(processor, strict=strict)
+            flags = beam_flags(beam_options, quiet)
 
             def shard_runner(todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput:
-                return RunOutput(
-                    write_shards_on_beam(body, out_dir, todo, beam_options, on_progress)
-                )
+                results = write_shards_on_beam(body, out_dir, todo, flags, on_progress, quiet=quiet)
+                return RunOutput(results)
 
         else:  # started first: the workers load their decoders while the source is listed
             shard_runner = stack.enter_context(
                 ShardPool(processor, out_dir, workers=workers or default_workers(), strict=strict)
             )
+        started = time.perf_counter()
         plan = plan_image_dataset(
             src,
             out_dir,
@@ -357,4 +360,7 @@ def convert_images(
             label_column=label_column,
             strict=strict,
         )
-        return write_dataset(plan, shard_runner, overwrite=overwrite, quiet=quiet, unit="img")
+        listing_s = time.perf_counter() - started
+        report = write_dataset(plan, shard_runner, overwrite=overwrite, quiet=quiet, unit="img")
+        stages = {"listing": listing_s, "conversion": report.seconds}
+        return dataclasses.replace(report, seconds=sum(stages.values()), stages_s=stages)

@@ -6,8 +6,10 @@ tokenizing and writing the chunks is `text_chunks.TextRunner`'s job.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
@@ -41,6 +43,7 @@ from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
 from feedgpu.errors import UsageError
 from feedgpu.format import layout as fmt
 from feedgpu.format.manifest import TokenizerInfo
+from feedgpu.progress import progress_bar
 
 logger = logging.getLogger(__name__)
 
@@ -132,18 +135,37 @@ def _sources(files: list[SourceFile], options: TextOptions) -> list[TextSource]:
     if folders and options.split:
         raise UsageError("the source already has train/validation/test folders; drop --split")
     sources = []
+    classes: set[str] = set()
+    flat = 0  # files not exactly one folder deep (below any split folder)
     for f in files:
         split, below = None, f.rel
         if folders:
             top, _, below = f.rel.partition("/")
             split = SPLIT_FOLDERS[top]
+        if below.count("/") == 1:
+            classes.add(below.split("/", 1)[0])
+        else:
+            flat += 1
         label = below.split("/", 1)[0] if options.folder_labels and "/" in below else None
         sources.append(TextSource(f, split, label))
+    if not options.folder_labels and not options.label_field and len(classes) > 1 and not flat:
+        shown = ", ".join(sorted(classes)[:8]) + (", ..." if len(classes) > 8 else "")
+        logger.warning(
+            "the source looks like class folders (%s): documents are converted without "
+            "labels; add --folder-labels to label them by folder",
+            shown,
+        )
     return sources
 
 
 def plan_text_dataset(
-    src: str, out_dir: str, options: TextOptions, *, workers: int = 1, strict: bool = False
+    src: str,
+    out_dir: str,
+    options: TextOptions,
+    *,
+    workers: int = 1,
+    strict: bool = False,
+    quiet: bool = True,
 ) -> tuple[DatasetPlan, TextRunner]:
     """List the corpus, load or train the tokenizer, and plan chunks and shards.
 
@@ -172,17 +194,34 @@ def plan_text_dataset(
         }
         label_names = sort_labels(seen)
 
+    spec = TokenizerSpec.parse(options.tokenizer, options.lowercase)
+
     def training_texts() -> Iterator[str]:
+        bar = None if quiet else progress_bar(desc="tokenizer: reading", unit="doc")
+        count = 0
         for s in sources:
             for d in iter_documents(s.file, read):
                 if (
                     isinstance(d, Document)
                     and (s.split or hash_split(d.doc_id, fractions)) == "train"
                 ):
+                    count += 1
+                    if bar is not None and count % 256 == 0:
+                        bar.update(256)
                     yield d.text
+        if bar is not None:
+            bar.update(count % 256)
+            bar.close()
+        logger.info(
+            "tokenizer: learning a %s vocabulary of %d from %d documents",
+            spec.model,
+            spec.vocab_size,
+            count,
+        )
 
-    spec = TokenizerSpec.parse(options.tokenizer, options.lowercase)
+    started = time.perf_counter()
     tokenizer = load_tokenizer(spec, training_texts() if spec.kind == "train" else ())
+    tokenizer_s = time.perf_counter() - started
     name = fmt.sanitize_name(options.name or os.path.basename(os.path.abspath(src.split("*")[0])))
 
     # Chunks: consecutive files, about chunk_mb of input each: the unit of resumption.
@@ -262,6 +301,7 @@ def plan_text_dataset(
     runner = TextRunner(
         plan, sources, chunks, shard_counts, tokenizer, options, label_names, workers, strict
     )
+    runner.tokenizer_s = tokenizer_s
     return plan, runner
 
 
@@ -285,13 +325,17 @@ def convert_text(
     """
     check_runner(runner)
     workers = workers or default_workers()
-    plan, text_runner = plan_text_dataset(src, out_dir, options, workers=workers, strict=strict)
+    started = time.perf_counter()
+    plan, text_runner = plan_text_dataset(
+        src, out_dir, options, workers=workers, strict=strict, quiet=quiet
+    )
     if runner == "beam":
-        from feedgpu.convert.beam import require_beam
+        from feedgpu.convert.beam import beam_flags, require_beam
 
         require_beam()
-        text_runner.on_beam, text_runner.beam_options = True, beam_options
-    return write_dataset(
+        text_runner.on_beam, text_runner.beam_options = True, beam_flags(beam_options, quiet)
+        text_runner.quiet = quiet
+    report = write_dataset(
         plan,
         text_runner,
         overwrite=overwrite,
@@ -299,3 +343,7 @@ def convert_text(
         unit="doc",
         rate_unit="M tokens/s",
     )
+    seconds = time.perf_counter() - started
+    stages = {"tokenizer": text_runner.tokenizer_s, "conversion": report.seconds}
+    stages["listing"] = seconds - sum(stages.values())  # and planning chunks and shards
+    return dataclasses.replace(report, seconds=seconds, stages_s=stages)

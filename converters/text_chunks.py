@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
@@ -30,14 +31,15 @@ from feedgpu.converters.listing import (
     parse_split_fractions,
 )
 from feedgpu.converters.text_examples import BuiltExamples, ExampleBuilder, flat_ids, per_text_ids
+from feedgpu.converters.text_parity import compare_paths
 from feedgpu.converters.text_pieces import (
     ChunkWriter,
     PieceShardBody,
-    merge_lengths,
     text_statistics,
 )
 from feedgpu.converters.text_sources import Document, input_bytes, iter_documents
 from feedgpu.converters.tokenizer import TextTokenizer
+from feedgpu.errors import InputError
 
 if TYPE_CHECKING:
     from feedgpu.converters.text import TextOptions, TextSource
@@ -47,13 +49,8 @@ logger = logging.getLogger(__name__)
 # Python around them; with two threads a core, 1024 beat 512 by ~6% (0.77 vs 0.82 s on the
 # 50 MB corpus, 3 x 4 runs alternating) and 2048 was no better.
 BATCH_DOCS = 1024
-# The parity sample: a thousandth of the corpus, within bounds. HF, the reference, tokenizes
-# ~0.27 M tokens/s per core, so a fixed 200k characters (~50k tokens, ~0.2 CPU-s) was a tenth
-# of a 50 MB conversion and nothing for 5 GB; proportional, it costs both ~2% and looks harder
-# at bigger corpora. 50k characters (a few dozen documents) still shows any difference in
-# normalisation, vocabulary or unknown-token handling, which changes most documents.
-PARITY_SAMPLE_FRACTION = 0.001
-PARITY_SAMPLE_CHARS = (50_000, 2_000_000)
+# What a chunk's marker records; a marker of another format (an older feedgpu) is redone.
+CHUNK_FORMAT = 2
 
 
 class TextRunner:
@@ -99,6 +96,8 @@ class TextRunner:
         # Set by convert_text(runner="beam"): chunks and shards become Beam pipelines.
         self.on_beam = False
         self.beam_options: str | None = None
+        self.tokenizer_s = 0.0  # loading or training the tokenizer, for the report
+        self.quiet = False  # Beam's worker log lines hidden
 
     def __getstate__(self) -> dict[str, Any]:
         # Beam ships the runner after its parity check: no future, and a fresh lock there.
@@ -142,49 +141,10 @@ class TextRunner:
 
     def check_parity(self) -> None:
         """Fast path vs HF on the first documents; any difference and HF is used throughout."""
-        if not self.tok.fast_capable:
-            self.parity = {"path": "hf", "reason": "not a BERT WordPiece tokenizer"}
-            return
-        sample: list[str] = []
-        plain: list[bool] = []
-        chars = 0
-        low, high = PARITY_SAMPLE_CHARS
-        corpus = sum(input_bytes(source.file) for source in self.sources)
-        budget = min(high, max(low, int(corpus * PARITY_SAMPLE_FRACTION)))
-        for doc, _ in (d for chunk in self.chunks for d in self._documents(chunk)):
-            if isinstance(doc, Document) and not self.tok.needs_reference(doc.text):
-                sample.append(doc.text)
-                plain.append(doc.plain)
-                chars += len(doc.text)
-                if chars >= budget:
-                    break
-        mismatches = 0
-        if sample:
-            fast: list[Any] = [None] * len(sample)
-            for route in (True, False):  # plain texts take their own graph: check both
-                at = [i for i, p in enumerate(plain) if p == route]
-                if at:
-                    texts = [sample[i] for i in at]
-                    values, lengths, _ = self.tok.fast_ids(texts, [route] * len(at))
-                    for i, ids in zip(at, per_text_ids(values, lengths), strict=True):
-                        fast[i] = ids
-            reference = self.tok.encode_reference(sample)
-            mismatches = sum(1 for f, r in zip(fast, reference, strict=True) if f.tolist() != r)
-        self.use_fast = mismatches == 0
-        self.parity = {
-            "path": "fast_wordpiece" if self.use_fast else "hf",
-            "sample_documents": len(sample),
-            "sample_characters": chars,
-            "mismatched_documents": mismatches,
-            "mismatch_rate": round(mismatches / len(sample), 6) if sample else 0.0,
-        }
-        if not self.use_fast:
-            logger.warning(
-                "fast WordPiece differs from HF on %d of %d sample documents; "
-                "using HF tokenizers (slower, exact)",
-                mismatches,
-                len(sample),
-            )
+        documents = (d for chunk in self.chunks for d, _ in self._documents(chunk))
+        corpus_bytes = sum(input_bytes(source.file) for source in self.sources)
+        self.parity = compare_paths(self.tok, documents, corpus_bytes)
+        self.use_fast = self.parity["path"] == "fast_wordpiece"
 
     def _encode(self, items: list[tuple[Document, str, int | None]], fast: bool) -> Any:
         """A batch's tokens, and its examples when each document makes exactly one.
@@ -212,7 +172,7 @@ class TextRunner:
         content = np.asarray(ids, dtype=np.int64)
         full = len(self.before) + len(content) + len(self.after)
         unknown = int((content == self.tok.unk_id).sum()) if self.tok.unk_id is not None else 0
-        writer.count(key, full, unknown)
+        writer.count_document(key, full, unknown)
         extra: dict[str, Any] = {"doc_id": doc.doc_id}
         if label is not None:
             extra["label"] = label
@@ -243,8 +203,13 @@ class TextRunner:
                 for (doc, split, label), ids in zip(items, per_doc, strict=True)
             )
         keys = [self._shard_key(split, doc.doc_id) for doc, split, _ in items]
+        limit = self.options.max_length
+        stored: dict[str, Counter[int]] = {}
         for key, full, unknown in zip(keys, encoded.full_lengths, encoded.unknown, strict=True):
-            writer.count(key, full, unknown)
+            writer.count_document(key, full, unknown)
+            stored.setdefault(key, Counter())[min(full, limit) if limit else full] += 1
+        for key, lengths in stored.items():
+            writer.count_examples(key, lengths)
         writer.write_many(keys, encoded.records)
         return sum(encoded.full_lengths)
 
@@ -322,6 +287,7 @@ class TextRunner:
             on_progress(-reported[0], -reported[1])
             return self.run_chunk(index, on_progress)  # with HF; that folder is left unused
         info = {
+            "format": CHUNK_FORMAT,
             "tokenizer": self.tok.identity,
             "pieces": pieces,
             "tokens": tokens,
@@ -342,7 +308,8 @@ class TextRunner:
             info: dict[str, Any] = json.loads(storage.read_bytes(marker))
         except ValueError:
             return None
-        return info if info.get("tokenizer") == self.tok.identity else None
+        same = info.get("tokenizer") == self.tok.identity and info.get("format") == CHUNK_FORMAT
+        return info if same else None  # a chunk from another tokenizer or version: redone
 
     def __call__(self, todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput:
         if not self.on_beam:
@@ -357,29 +324,47 @@ class TextRunner:
 
             missing = [i for i in range(len(self.chunks)) if self._chunk_info(i) is None]
             if missing:
-                run_on_beam(_BeamChunk(self), missing, self.beam_options, "tokenize chunks")
+                run_on_beam(
+                    _BeamChunk(self),
+                    missing,
+                    self.beam_options,
+                    "tokenize chunks",
+                    quiet=self.quiet,
+                )
         infos = []
         for index in range(len(self.chunks)):
             info = self._chunk_info(index)
             if info is None:
                 info = self.run_chunk(index, on_progress)
             else:  # finished by an earlier run (or by Beam workers)
-                lengths = merge_lengths(list(info.get("pieces", {}).values()))
-                on_progress(sum(lengths.values()), int(info.get("tokens", 0)))
+                documents = sum(p["documents"] for p in info.get("pieces", {}).values())
+                on_progress(documents, int(info.get("tokens", 0)))
             infos.append(info)
+        skips = [Skip(**s) for info in infos for s in info.get("skips", [])]
+        pieces = [p for info in infos for p in info.get("pieces", {}).values()]
+        if not any(piece["records"] for piece in pieces):
+            # As image conversion refuses a folder without labelled images: an empty dataset
+            # is never what was meant, and its cause is in the skip reasons.
+            reasons = Counter(skip.reason for skip in skips).most_common()
+            why = ", ".join(f"{n} {reason}" for reason, n in reasons) or "no documents found"
+            raise InputError(
+                f"no document of {self.plan.source} could be converted ({why}); check "
+                "--text-field/--label-field or the files' encoding, and see the reasons "
+                "with --strict"
+            )
         body = PieceShardBody(self.work, infos)
         out_dir = self.plan.out_dir
         if self.on_beam and todo:
             from feedgpu.convert.beam import write_shards_on_beam
 
-            quiet: Progress = lambda items, measured: None  # noqa: E731 (counted per chunk)
-            results = write_shards_on_beam(body, out_dir, todo, self.beam_options, quiet)
+            counted: Progress = lambda items, measured: None  # noqa: E731 (counted per chunk)
+            results = write_shards_on_beam(
+                body, out_dir, todo, self.beam_options, counted, quiet=self.quiet
+            )
         else:
             results = [write_shard(task, body, out_dir) for task in todo]
         if self._parity is not None:
             self._parity.result()  # also when every chunk was done before: its verdict is kept
-        skips = [Skip(**s) for info in infos for s in info.get("skips", [])]
-        pieces = [p for info in infos for p in info.get("pieces", {}).values()]
         self.tok.save(self.plan.out_dir)  # before the manifest, which names these files
         used = dataclasses.replace(self.tokenizer_info, parity=self.parity)
         return RunOutput(results, skips, tokenizer=used, text=text_statistics(pieces))

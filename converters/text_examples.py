@@ -1,11 +1,11 @@
 """Per-document text examples built in-graph: token ids in, serialized `tf.train.Example`s out.
 
-Building each example in Python (`records.encode_example`) held the GIL for about 12 µs per
-document, on the one thread that also reads and writes: with the tokenizer on the other
-threads, that thread was what the conversion waited for. Here a batch's examples come from
-a few numpy passes and `tf.io.encode_proto` ops on the tokenizer's threads, mostly without the
-GIL, with the same bytes `encode_example` gives for {"doc_id", "input_ids", "length"[, "label"]}
-(tested).
+Building each example in Python (`records.encode_example`) holds the GIL per document, on the
+one thread that also reads and writes: with the tokenizer on the other threads, that thread was
+what the conversion waited for (2.5-4x slower, benchmarks/RESULTS.md, "tricks"). Here a
+batch's examples come from a few numpy passes and `tf.io.encode_proto` ops on the tokenizer's
+threads, mostly without the GIL, with the same bytes `encode_example` gives for {"doc_id",
+"input_ids", "length"[, "label"]} (tested).
 """
 
 from __future__ import annotations
@@ -142,8 +142,7 @@ _LOCK = threading.Lock()
 
 @functools.cache
 def _serializer(labelled: bool) -> Any:
-    """The graph: a dozen `encode_proto` ops, traced without autograph (~70 ms once, with its
-    first run)."""
+    """The graph: a dozen `encode_proto` ops, traced once, without autograph."""
     import tensorflow as tf
 
     def message(kind: str, fields: list[str], values: list[Any], sizes: Any) -> Any:

@@ -32,6 +32,8 @@ class ChunkWriter:
     handles: dict[str, Any] = field(default_factory=dict)
     pieces: dict[str, dict[str, Any]] = field(default_factory=dict)
     lengths: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
+    documents: Counter[str] = field(default_factory=Counter)
+    doc_tokens: Counter[str] = field(default_factory=Counter)
     unknown: Counter[str] = field(default_factory=Counter)
     packers: dict[str, list[list[int]]] = field(default_factory=dict)
 
@@ -53,15 +55,22 @@ class ChunkWriter:
             self.pieces[key]["bytes"] += len(data)
             self.pieces[key]["records"] += len(group)
 
-    def count(self, key: str, length: int, unknown: int) -> None:
-        """One document's statistics: exact length counts (cheap, and they merge exactly)."""
-        self.lengths[key][length] += 1
+    def count_document(self, key: str, length: int, unknown: int) -> None:
+        """A document as tokenized (special tokens included): for the unknown-token rate."""
+        self.documents[key] += 1
+        self.doc_tokens[key] += length
         self.unknown[key] += unknown
+
+    def count_examples(self, key: str, lengths: Counter[int]) -> None:
+        """Stored examples by their length in real ids (after truncation, windows, packing):
+        exact counts, cheap, and they merge exactly; the pipeline's buckets come from them."""
+        self.lengths[key].update(lengths)
 
     def add(self, key: str, ids: Any, extra: dict[str, Any]) -> None:
         """One example's ids (with special tokens): written, or into the packer."""
         if self.pack is None:
             self.write(key, encode_example({"input_ids": ids, **extra}))
+            self.lengths[key][len(ids)] += 1
             return
         buffer = self.packers.setdefault(key, [[], [], []])  # ids, segments, positions
         rest = list(ids)
@@ -76,6 +85,7 @@ class ChunkWriter:
                 self._emit_packed(key, buffer)
 
     def _emit_packed(self, key: str, buffer: list[list[int]]) -> None:
+        self.lengths[key][len(buffer[0])] += 1  # real ids; the rest is padding
         pad = self.pack - len(buffer[0]) if self.pack else 0
         self.write(
             key,
@@ -96,7 +106,13 @@ class ChunkWriter:
         for handle in self.handles.values():
             handle.close()
         return {
-            k: {**v, "lengths": dict(sorted(self.lengths[k].items())), "unknown": self.unknown[k]}
+            k: {
+                **v,
+                "lengths": dict(sorted(self.lengths[k].items())),
+                "documents": self.documents[k],
+                "doc_tokens": self.doc_tokens[k],
+                "unknown": self.unknown[k],
+            }
             for k, v in self.pieces.items()
         }
 
@@ -127,7 +143,7 @@ class PieceShardBody:
             result.num_bytes += piece["bytes"]
             pieces.append(piece)
         summary = Summary()
-        summary.add_counts("doc_length", merge_lengths(pieces))
+        summary.add_counts("example_length", merge_lengths(pieces))
         result.stats = summary.to_json()
         return result
 
@@ -140,23 +156,22 @@ def merge_lengths(pieces: list[dict[str, Any]]) -> Counter[int]:
 
 
 def text_statistics(pieces: list[dict[str, Any]]) -> TextStatistics:
-    """Documents, tokens, unknown rate, padding waste at fixed lengths, exact length counts.
-
-    Lengths count every id of a document, special tokens included, before truncation; the
-    exact histogram is what the pipeline chooses bucket boundaries from.
-    """
+    """What is stored: documents, ids, padding waste at fixed lengths and the exact length
+    counts of the stored examples (after --max-length, --stride or --pack: what the pipeline
+    pads and buckets); the unknown-token rate is over the documents as tokenized."""
     lengths = merge_lengths(pieces)
     count = sum(lengths.values())
     tokens = sum(length * n for length, n in lengths.items())
     unknown = sum(p["unknown"] for p in pieces)
+    tokenized = sum(p["doc_tokens"] for p in pieces)
     waste = {}
     for fixed in WASTE_LENGTHS:
         kept = sum(min(length, fixed) * n for length, n in lengths.items())
         waste[str(fixed)] = round(1 - kept / (count * fixed), 4) if count else 0.0
     return TextStatistics(
-        documents=count,
+        documents=sum(p["documents"] for p in pieces),
         tokens=tokens,
-        unknown_rate=round(unknown / tokens, 6) if tokens else 0.0,
+        unknown_rate=round(unknown / tokenized, 6) if tokenized else 0.0,
         padding_waste_fixed=waste,
         length_counts=tuple(sorted(lengths.items())),
     )

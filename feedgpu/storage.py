@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import IO, TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from feedgpu.convert.direct_write import DirectWriter
+from typing import IO, Any
 
 
 def is_remote(path: str) -> bool:
@@ -39,17 +36,14 @@ def open_file(path: str, mode: str) -> IO[Any]:
     return open(path, mode)
 
 
-def create_streamed(path: str) -> IO[bytes] | DirectWriter:
-    """A new file for one large sequential write that is not read back soon (a shard): on Linux
-    it bypasses the page cache (`DirectWriter`); remotely it is a `tf.io.gfile` file."""
+def create_streamed(path: str) -> IO[bytes]:
+    """A new file for one large sequential write (a shard), through the page cache: training
+    right after a conversion then reads the shards from memory. (Writing around the page cache
+    with O_DIRECT measured no faster, 0.97-1.00x, benchmarks/RESULTS.md.)"""
     if is_remote(path):
         stream: IO[bytes] = _gfile().GFile(path, "wb")
         return stream
-    if not hasattr(os, "O_DIRECT"):
-        return open(path, "wb")
-    from feedgpu.convert.direct_write import DirectWriter
-
-    return DirectWriter(path)
+    return open(path, "wb")
 
 
 def exists(path: str) -> bool:

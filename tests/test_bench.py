@@ -374,12 +374,12 @@ def test_report_explains_a_gap_that_is_not_input_wait() -> None:
         wait = step_ms * share
         return StepRate(rate, step_ms, step_ms, wait, share, 10, 10 * step_ms / 1000, 2, 1.0, 0.5)
 
-    def report(end_to_end_rate: float, step_ms: float) -> str:
+    def report(end_to_end_rate: float, step_ms: float, share: float = 0.01) -> str:
         return render_report(
             BenchReport(
                 data_dir="d", split="train", kind="image", model="cnn-small", batch_size=32,
                 accumulate=1, device=resolve_devices(), pipeline=PipelineRate(0.1, 900, 28, 1, 50),
-                ceiling=steps(100, 320, 0.0), end_to_end=steps(end_to_end_rate, step_ms, 0.01),
+                ceiling=steps(100, 320, 0.0), end_to_end=steps(end_to_end_rate, step_ms, share),
                 gpu_utilization=None, gpu_note="no GPU", ablation=None,
                 capacity=CapacityPlan(1.0, 0.1, 2, 1), spec=PipelineSpec(data_dir="d"),
                 profile_dir=None, seconds=1,
@@ -390,3 +390,7 @@ def test_report_explains_a_gap_that_is_not_input_wait() -> None:
     assert "verdict: saturated" in slow and "end to end runs at 80% of the compute ceiling" in slow
     assert "the gap to the ceiling is not input wait: steps compute 1.24x slower" in slow
     assert "not input wait" not in report(98, 327)
+    bound = report(40, 800, share=0.3)  # a note must not contradict the verdict above it
+    assert "verdict: highly input-bound" in bound
+    assert "gap to the ceiling is not input wait" not in bound
+    assert "note: input wait explains 30% of step time, and the rest of the gap" in bound

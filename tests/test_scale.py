@@ -35,6 +35,38 @@ def test_beam_image_conversion_is_byte_identical(tmp_path: Path, nasty_folder: P
     same_files(tmp_path / "local", tmp_path / "beam")  # shards, manifest, skipped.jsonl
 
 
+def test_beam_multi_processing_mode_writes_the_local_bytes_quietly(
+    tmp_path: Path, image_folder: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Beam's multi-process DirectRunner pickles the work as Dataflow does; quiet stays quiet."""
+    args = ["--num-shards", "3", "--quiet"]
+    assert main(["convert", "images", str(image_folder), str(tmp_path / "local"), *args]) == 0
+    beam = "--direct_running_mode=multi_processing --direct_num_workers=2"
+    code = main(
+        ["convert", "images", str(image_folder), str(tmp_path / "beam"), *args,
+         "--runner", "beam", "--beam-options", beam]
+    )  # fmt: skip
+    assert code == 0
+    same_files(tmp_path / "local", tmp_path / "beam")
+    err = capfd.readouterr().err
+    assert "INFO" not in err and "sdk harness" not in err, err[-2000:]
+
+
+def test_the_readme_dataflow_command_parses() -> None:
+    import shlex
+
+    from feedgpu.cli import commands
+    from feedgpu.cli.parser import build_parser, join_dash_values
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    start = readme.index("feedgpu convert images gs://")
+    command = readme[start : readme.index("\n", readme.index("--beam-options", start))]
+    argv = shlex.split(command.replace("\\\n", " "))[1:]
+    args = build_parser(commands).parse_args(join_dash_values(argv))
+    assert args.runner == "beam" and args.src.startswith("gs://")
+    assert args.beam_options.startswith("--runner=DataflowRunner --project=P")
+
+
 def test_beam_text_conversion_is_byte_identical(tmp_path: Path, text_folder: Path) -> None:
     options = feedgpu.TextOptions(
         tokenizer="train:wordpiece:300", folder_labels=True, num_shards=3, chunk_mb=0.002

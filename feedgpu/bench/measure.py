@@ -35,6 +35,7 @@ from feedgpu.format.manifest import read_manifest
 from feedgpu.pipeline.build import build_pipeline
 from feedgpu.pipeline.spec import PipelineSpec
 from feedgpu.pipeline.stages import StageChanges
+from feedgpu.progress import progress_bar
 
 logger = logging.getLogger(__name__)
 
@@ -96,9 +97,7 @@ class _Progress:
         if self.quiet:
             yield lambda n: None
             return
-        from tqdm import tqdm
-
-        with tqdm(desc=f"{name:<16}", unit=unit, leave=False) as bar:
+        with progress_bar(desc=f"{name:<16}", unit=unit, leave=False) as bar:
             yield bar.update
 
 

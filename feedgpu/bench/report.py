@@ -228,8 +228,15 @@ def render_report(report: BenchReport) -> str:
     compute_ms = e.step_ms_median - e.wait_ms_median
     unexplained = (1 - report.fraction_of_ceiling) - report.input_share
     if c.step_ms_median and unexplained > CONTENTION_GAP:
+        # Said so as not to contradict an input-bound verdict: then it is the rest of the gap.
+        lead = (
+            "the gap to the ceiling is not input wait"
+            if report.input_share < SATURATED_SHARE
+            else f"input wait explains {report.input_share:.0%} of step time, and the rest of "
+            "the gap is not input wait"
+        )
         lines.append(
-            f"note: the gap to the ceiling is not input wait: steps compute "
+            f"note: {lead}: steps compute "
             f"{compute_ms / c.step_ms_median:.2f}x slower end to end ({compute_ms:.0f} vs "
             f"{c.step_ms_median:.0f} ms) because the pipeline competes with the model for the host"
             + (" (expected on a CPU-only host)" if device.device_type == "CPU" else "")

@@ -6,14 +6,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from typing import Any
 
 from feedgpu.cli.flags import DEVICE, SPEC, options_from, values_for
 from feedgpu.errors import UsageError
+from feedgpu.native_stderr import load_tensorflow
+
+
+def _load_tensorflow(args: argparse.Namespace) -> None:
+    """TensorFlow loaded without its native start-up chatter, unless --verbose; its C++ INFO
+    and WARNING logs off too (TF_CPP_MIN_LOG_LEVEL, if set, wins)."""
+    if not args.verbose:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    started = time.perf_counter()
+    load_tensorflow(verbose=bool(args.verbose))
+    args.import_s = time.perf_counter() - started
 
 
 def serve(args: argparse.Namespace) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    _load_tensorflow(args)
     from feedgpu.pipeline.service import serve_until_signalled, start_dispatcher, start_worker
 
     if args.role == "dispatcher":
@@ -39,7 +51,7 @@ def convert_images(args: argparse.Namespace) -> int:
         label_column=args.label_column,
         **_run_options(args),
     )
-    rate = f"{report.to_json()['inputs_per_s']} files/s"
+    rate = f"{report.to_json()['inputs_per_s'] or 0} files/s"
     return _print_conversion(args, report, f"{report.num_examples} images", rate, {})
 
 
@@ -48,10 +60,12 @@ def convert_text(args: argparse.Namespace) -> int:
     from feedgpu.format.manifest import read_manifest
 
     options = options_from(TextOptions, args, args.flags)
+    _load_tensorflow(args)
     report = convert_text(args.src, args.out, options, **_run_options(args))
     text = read_manifest(args.out).text
     tokens = text.tokens if text else 0
-    rate = tokens / report.seconds / 1e6 if report.seconds else 0.0
+    writing = report.stages_s.get("conversion", report.seconds)
+    rate = tokens / writing / 1e6 if writing else 0.0
     what = f"{report.num_examples} examples from {text.documents if text else 0} documents"
     extra = {"text": text.to_json() if text else {}}
     return _print_conversion(args, report, what, f"{rate:.2f} M tokens/s", extra)
@@ -82,8 +96,8 @@ def _print_conversion(
     else:
         splits = ", ".join(f"{k} {v}" for k, v in report.examples_by_split.items())
         print(
-            f"wrote {what} ({splits}) in {report.num_shards} shards, "
-            f"{report.num_bytes / 1e6:.1f} MB in {report.seconds:.1f} s ({rate})"
+            f"wrote {what} ({splits}) in {_count(report.num_shards, 'shard')}, "
+            f"{report.num_bytes / 1e6:.1f} MB in {_wall_time(args, report)} ({rate})"
         )
         if report.num_skipped:
             reasons = ", ".join(f"{n} {r}" for r, n in report.skipped_by_reason.items())
@@ -101,7 +115,8 @@ def verify(args: argparse.Namespace) -> int:
         for problem in report.problems:
             print(problem)
         status = "ok" if report.ok else f"{len(report.problems)} problem(s)"
-        print(f"{args.out}: {report.num_records} records in {report.num_shards} shards: {status}")
+        shards = _count(report.num_shards, "shard")
+        print(f"{args.out}: {_count(report.num_records, 'record')} in {shards}: {status}")
     return 0 if report.ok else 1
 
 
@@ -116,7 +131,6 @@ def sample_images(args: argparse.Namespace) -> int:
 
 
 def bench_input(args: argparse.Namespace) -> int:
-    import os
     import tempfile
 
     if args.print_schema:
@@ -124,8 +138,7 @@ def bench_input(args: argparse.Namespace) -> int:
 
         _print_json(BENCH_REPORT_SCHEMA)
         return 0
-    # TensorFlow's C++ start-up chatter would bury the table; TF_CPP_MIN_LOG_LEVEL wins if set.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    _load_tensorflow(args)  # its start-up chatter would bury the table
     from feedgpu.bench.device import DeviceConfig
     from feedgpu.bench.measure import BenchOptions, bench_input, make_default_dataset
     from feedgpu.bench.report import render_report
@@ -142,21 +155,29 @@ def bench_input(args: argparse.Namespace) -> int:
         quiet=bool(args.quiet or args.json == "-"),
     )
     config = DeviceConfig(**values_for(args, args.flags, DEVICE))
+    spec = None
+    if args.spec:
+        try:
+            with open(args.spec, encoding="utf-8") as f:
+                spec = PipelineSpec.from_json(f.read())
+        except OSError as e:
+            raise UsageError(f"cannot read --spec {args.spec}: {e.strerror}") from e
     with tempfile.TemporaryDirectory(prefix="feedgpu-bench-") as workdir:
-        data = args.data
+        # The dataset: DATA, else the spec's own, else a generated sample.
+        data = args.data or (spec.data_dir if spec else None)
         if data is None:
             if not options.quiet:
                 print("no DATA given: generating and converting a sample image dataset", flush=True)
             data = make_default_dataset(
                 workdir, images_per_class=args.sample_per_class, quiet=options.quiet
             )
-        spec = None
-        if args.spec:
-            try:
-                with open(args.spec, encoding="utf-8") as f:
-                    spec = PipelineSpec.from_json(f.read()).with_changes(data_dir=data, **overrides)
-            except OSError as e:
-                raise UsageError(f"cannot read --spec {args.spec}: {e.strerror}") from e
+        if spec is not None:
+            from feedgpu.format.manifest import read_manifest
+            from feedgpu.pipeline.spec_checks import check_applies
+
+            manifest = read_manifest(data)
+            check_applies(overrides, data, manifest.kind, manifest.pack_length)
+            spec = spec.with_changes(data_dir=data, **overrides)
         from feedgpu.bench.device import setup_devices
 
         setup = setup_devices(config)  # before the first tensor
@@ -180,6 +201,18 @@ def _parse_delay(text: str) -> tuple[str, float]:
         return stage, float(ms) / 1000
     except ValueError:
         raise UsageError(f"--inject-delay {text!r}: expected STAGE=MS, e.g. decode=5") from None
+
+
+def _wall_time(args: argparse.Namespace, report: Any) -> str:
+    """The command's whole time, with its parts when one of them is more than the conversion."""
+    total = time.perf_counter() - getattr(args, "started", time.perf_counter() - report.seconds)
+    parts = {"TensorFlow import": getattr(args, "import_s", 0.0), **report.stages_s}
+    shown = [f"{name} {s:.1f} s" for name, s in parts.items() if s >= 0.05 * total and s >= 0.1]
+    return f"{total:.1f} s" + (f" ({', '.join(shown)})" if len(shown) > 1 else "")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _print_json(obj: Any) -> None:

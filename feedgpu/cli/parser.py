@@ -17,9 +17,13 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see: {self.prog} --help)")
 
 
+VERBOSE = switch(
+    "--verbose", "also show TensorFlow's start-up lines and debug logs", target=COMMAND
+)
 OUTPUT = [
     switch("--quiet", "no progress bar or log lines", target=COMMAND),
     switch("--json", "print a machine-readable summary on stdout", target=COMMAND),
+    VERBOSE,
 ]
 # Shared by every converter: splits, naming, sharding, parallelism, policy, output.
 CONVERSION = [
@@ -209,6 +213,7 @@ BENCH = [
     ),
     action("--print-schema", "print the JSON schema, exit"),
     switch("--quiet", "no progress bars or log lines", target=COMMAND),
+    VERBOSE,
 ]
 _NO_AUTH = (
     "The tf.data service has no authentication and TensorFlow listens on every interface: run "
@@ -223,11 +228,13 @@ DISPATCHER = [
         target=COMMAND,
     ),
     value("--host", "name to advertise", default="localhost", target=COMMAND),
+    VERBOSE,
 ]
 WORKER = [
     value("--dispatcher", "", metavar="HOST:PORT", required=True, target=COMMAND),
     value("--port", "port to serve on (0: any)", int, default=0, target=COMMAND),
     value("--host", "name to advertise", default="localhost", target=COMMAND),
+    VERBOSE,
 ]
 SAMPLE = [
     value("dir", "", metavar="DIR", target=COMMAND),
@@ -235,6 +242,38 @@ SAMPLE = [
     value("--per-class", "", int, default=100, target=COMMAND),
     value("--seed", "", int, default=0, target=COMMAND),
 ]
+
+
+# Flags whose value may itself start with "-": argparse would read `--beam-options
+# "--runner=DataflowRunner ..."` as two options, so such a value is joined to its flag.
+DASH_VALUES = ("--beam-options",)
+
+
+def join_dash_values(argv: Sequence[str]) -> list[str]:
+    """argv with `FLAG VALUE` written `FLAG=VALUE` for the flags in DASH_VALUES."""
+    out: list[str] = []
+    rest = iter(argv)
+    for arg in rest:
+        if arg in DASH_VALUES:
+            value = next(rest, None)
+            out.append(arg if value is None else f"{arg}={value}")
+        else:
+            out.append(arg)
+    return out
+
+
+def unknown_arguments(extra: Sequence[str], args: argparse.Namespace) -> str:
+    """The error for arguments the command does not take: its own help, and the closest flag."""
+    import difflib
+
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    names = [f.name for f in getattr(args, "flags", ()) if f.name.startswith("-")]
+    names += [f"--no-{n[2:]}" for n in names]
+    typo = next((a.split("=", 1)[0] for a in extra if a.startswith("--")), None)
+    close = difflib.get_close_matches(typo, names, n=1) if typo else []
+    if close:
+        message += f"; did you mean {close[0]}?"
+    return f"{message} (see: {getattr(args, 'prog', 'feedgpu')} --help)"
 
 
 def _command(
@@ -246,7 +285,7 @@ def _command(
 ) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = sub.add_parser(name, **texts)
     add_flags(parser, flags)
-    parser.set_defaults(func=run, flags=flags)
+    parser.set_defaults(func=run, flags=flags, prog=parser.prog)
     return parser
 
 

@@ -10,6 +10,7 @@ Spark by passing their options. Optional: `pip install 'feedgpu[beam]'`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shlex
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ from typing import Any
 from feedgpu.convert.commit import Progress, ShardBody, ShardResult, load_finished, write_shard
 from feedgpu.convert.plan import ShardTask
 from feedgpu.errors import DatasetError, InputError, UsageError
+from feedgpu.native_stderr import BEAM_CHATTER, filtered_native_stderr
 
 logger = logging.getLogger(__name__)
 DEFAULT_OPTIONS = (
@@ -26,17 +28,34 @@ DEFAULT_OPTIONS = (
 INSTALL = "pip install 'feedgpu[beam]' (Apache Beam with TFRecord support)"
 
 
-def require_beam() -> Any:
-    """The apache_beam module, or a one-line error saying how to install it."""
-    try:
-        import apache_beam
-    except ImportError as e:
-        raise UsageError(f"--runner beam needs Apache Beam: {INSTALL}") from e
-    return apache_beam
+def beam_flags(options: str | None, quiet: bool) -> str:
+    """The Beam flags to run with: the user's (else DirectRunner here); when quiet, Beam's
+    workers log warnings only (their INFO lines, such as "Python sdk harness exiting.", would
+    otherwise print however quiet the conversion was asked to be)."""
+    flags = options if options is not None else DEFAULT_OPTIONS
+    if quiet and "sdk_harness_log_level" not in flags:
+        flags += " --default_sdk_harness_log_level=WARNING"
+    return flags
+
+
+def require_beam() -> None:
+    """A one-line error saying how to install Apache Beam, unless it is installed.
+
+    Only looked up, not imported: importing it logs warnings of its own (run_on_beam imports
+    it where a quiet run hides them)."""
+    import importlib.util
+
+    if importlib.util.find_spec("apache_beam") is None:
+        raise UsageError(f"--runner beam needs Apache Beam: {INSTALL}")
 
 
 def run_on_beam(
-    fn: Callable[[Any], Any], items: Sequence[Any], options: str | None, label: str
+    fn: Callable[[Any], Any],
+    items: Sequence[Any],
+    options: str | None,
+    label: str,
+    *,
+    quiet: bool = False,
 ) -> None:
     """Run fn on every item as a Beam pipeline and wait for it.
 
@@ -44,18 +63,12 @@ def run_on_beam(
         InputError: fn raised InputError (--strict) on a worker.
         DatasetError: the pipeline failed otherwise.
     """
-    beam = require_beam()
-    from apache_beam.options.pipeline_options import PipelineOptions
-
+    require_beam()
     argv = shlex.split(options if options is not None else DEFAULT_OPTIONS)
+    chatter = filtered_native_stderr(BEAM_CHATTER) if quiet else contextlib.nullcontext()
     try:
-        with beam.Pipeline(options=PipelineOptions(argv)) as pipeline:
-            _ = (
-                pipeline
-                | f"{label} tasks" >> beam.Create(list(items), reshuffle=False)
-                | "spread" >> beam.Reshuffle()  # one task per worker bundle
-                | label >> beam.Map(fn)
-            )
+        with chatter:
+            _run_pipeline(fn, items, argv, label)
     except InputError:
         raise
     except Exception as e:  # a worker's error arrives wrapped by the runner
@@ -63,6 +76,21 @@ def run_on_beam(
         if isinstance(cause, InputError):
             raise InputError(str(cause)) from e
         raise DatasetError(f"the Beam pipeline failed: {str(e).splitlines()[0][:300]}") from e
+
+
+def _run_pipeline(
+    fn: Callable[[Any], Any], items: Sequence[Any], argv: list[str], label: str
+) -> None:
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    with beam.Pipeline(options=PipelineOptions(argv)) as pipeline:
+        _ = (
+            pipeline
+            | f"{label} tasks" >> beam.Create(list(items), reshuffle=False)
+            | "spread" >> beam.Reshuffle()  # one task per worker bundle
+            | label >> beam.Map(fn)
+        )
 
 
 def _find_cause(error: BaseException) -> BaseException:
@@ -95,6 +123,8 @@ def write_shards_on_beam(
     todo: Sequence[ShardTask],
     options: str | None,
     on_progress: Progress,
+    *,
+    quiet: bool = False,
 ) -> list[ShardResult]:
     """Write each task's shard on Beam workers (options: Beam's own flags), then collect the
     results as a resumed run would.
@@ -104,7 +134,7 @@ def write_shards_on_beam(
         DatasetError: the pipeline failed, or a shard it should have written is not there.
     """
     if todo:
-        run_on_beam(_WriteShard(body, out_dir), todo, options, "write shards")
+        run_on_beam(_WriteShard(body, out_dir), todo, options, "write shards", quiet=quiet)
     results = []
     for task in todo:
         result = load_finished(out_dir, task)

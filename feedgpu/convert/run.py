@@ -33,6 +33,7 @@ from feedgpu.format.manifest import (
     TokenizerInfo,
     read_manifest,
 )
+from feedgpu.progress import progress_bar
 
 logger = logging.getLogger(__name__)
 
@@ -90,11 +91,16 @@ class ConversionReport:
     num_shards: int
     num_bytes: int
     seconds: float
+    stages_s: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """Machine-readable summary."""
-        rate = self.num_inputs / self.seconds if self.seconds > 0 else 0.0
-        return {**self.__dict__, "inputs_per_s": round(rate, 1), "seconds": round(self.seconds, 3)}
+        """Machine-readable summary (a dict; `json.dumps` it to print). A re-run that found the
+        dataset done converted nothing: it has no rate."""
+        converted = not self.already_done and self.seconds > 0
+        rate = round(self.num_inputs / self.seconds, 1) if converted else None
+        stages = {k: round(v, 3) for k, v in self.stages_s.items()}
+        seconds = round(self.seconds, 3)
+        return {**self.__dict__, "inputs_per_s": rate, "seconds": seconds, "stages_s": stages}
 
 
 _METADATA_FILES = (
@@ -180,10 +186,10 @@ def heap_frozen() -> Iterator[None]:
     until the block ends; converters run inside it.
 
     A conversion allocates millions of short-lived objects, so collections come often, and a
-    full one traverses every object in the process: with TensorFlow loaded ~0.14 s each, two of
-    them in a 50 MB text conversion (0.8 s of work). Frozen objects are not scanned, and young
-    collections are made rarer; both are undone after, unless the caller had frozen objects
-    itself.
+    full one traverses every object in the process, TensorFlow's included: a real share of a
+    short-document text conversion (benchmarks/RESULTS.md, "tricks"). Frozen objects are not
+    scanned, and young collections are made rarer; both are undone after, unless the caller had
+    frozen objects itself.
     """
     if gc.get_freeze_count():
         yield
@@ -196,13 +202,6 @@ def heap_frozen() -> Iterator[None]:
     finally:
         gc.set_threshold(*thresholds)
         gc.unfreeze()
-
-
-def _progress_bar(total: int | None, unit: str) -> Any:
-    from tqdm import tqdm
-
-    tqdm.monitor_interval = 0  # no monitor thread: worker processes may be forked after this
-    return tqdm(total=total, unit=unit, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
 
 
 def _finalize(plan: DatasetPlan, results: Sequence[ShardResult], output: RunOutput) -> Manifest:
@@ -347,7 +346,7 @@ def write_dataset(
         if quiet:  # no bar: tqdm is not even imported (~25 ms of CPU the workers can use)
             return
         if not bars:
-            bars.append(_progress_bar(total, unit))
+            bars.append(progress_bar(total, unit=unit, smoothing=0.1))
             bars[0].start_t -= time.perf_counter() - start  # its rates count from our start
         bar = bars[0]
         amount[0] += measured

@@ -256,7 +256,7 @@ def _framing(data: bytes) -> tuple[bytes, bytes]:
 
 
 class Writable(Protocol):
-    """Anything records can be appended to: a binary file, a `DirectWriter`."""
+    """Anything records can be appended to: a binary file, a `tf.io.gfile` file."""
 
     def write(self, data: bytes, /) -> int: ...
 

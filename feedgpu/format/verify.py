@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +10,7 @@ from feedgpu import storage
 from feedgpu.format import layout as fmt
 from feedgpu.format.manifest import read_manifest
 from feedgpu.format.records import RecordError, decode_example, read_records
+from feedgpu.progress import progress_bar
 
 
 @dataclass
@@ -49,8 +49,6 @@ def verify_dataset(out_dir: str, *, decode: bool = False, quiet: bool = True) ->
     Raises:
         DatasetError: out_dir has no readable manifest.
     """
-    from tqdm import tqdm
-
     manifest = read_manifest(out_dir)
     report = VerifyReport(out_dir)
     images = [f.name for f in manifest.features if f.kind == "image"]
@@ -59,13 +57,7 @@ def verify_dataset(out_dir: str, *, decode: bool = False, quiet: bool = True) ->
     for name in storage.listdir(out_dir):
         if fmt.is_shard_filename(name) and name not in listed:
             report.problems.append(f"{name}: shard file not listed in {fmt.MANIFEST}")
-    bar = tqdm(
-        total=sum(s.num_bytes for s in shards),
-        unit="B",
-        unit_scale=True,
-        disable=quiet,
-        file=sys.stderr,
-    )
+    bar = progress_bar(sum(s.num_bytes for s in shards), unit="B", unit_scale=True, disable=quiet)
     for shard in shards:
         path = storage.join(out_dir, shard.file)
         report.num_shards += 1

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from feedgpu.errors import UsageError
 from feedgpu.format.manifest import read_manifest
+from feedgpu.pipeline.epochs import batches_per_epoch
 from feedgpu.pipeline.images import image_batches
 from feedgpu.pipeline.readers import cached, read_blocks, read_examples
 from feedgpu.pipeline.spec import PipelineSpec
@@ -37,12 +39,20 @@ def build_pipeline(
     from feedgpu.pipeline.text import text_batches
 
     manifest = read_manifest(spec.data_dir)
+    if spec.kind != manifest.kind:
+        raise UsageError(
+            f"kind={spec.kind!r}: {spec.data_dir} holds {manifest.kind} examples; "
+            f"use kind={manifest.kind!r} (PipelineSpec.for_dataset sets it)"
+        )
     stages = stages or StageChanges()
     if spec.kind == "image":
         ds = image_batches(read_examples(spec, manifest, input_context, stages), spec, stages)
     else:  # text stays in blocks until it is batched: per-example stages are what cost here
         ds = cached(read_blocks(spec, manifest, input_context, stages), spec)
         ds = text_batches(ds, spec, manifest.labelled, manifest.pack_length)
+    count = None if stages.skip else batches_per_epoch(spec, manifest, input_context)
+    if count is not None:  # Keras then shows the epoch's length and ends it without a warning
+        ds = ds.take(count).apply(tf.data.experimental.assert_cardinality(count))
     if stages.delay("batch"):
         ds = ds.apply(sleep_elements(stages.delay("batch")))
     if spec.service:

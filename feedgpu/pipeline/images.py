@@ -60,8 +60,8 @@ def decode_crop_resize(
     """Decode only the window of a JPEG (other formats: decode, then crop), resize to size.
 
     `flip` (a boolean tensor) mirrors the image left-right. It is done on the decoded uint8
-    crop, before resizing (the two commute): measured here, reversing a float32 224x224
-    image cost ~8% of the pipeline's images/s, the uint8 crop almost nothing.
+    crop, before resizing (the two commute): a uint8 crop is far fewer bytes to reverse than
+    the float32 output (benchmarks/RESULTS.md).
     """
     import tensorflow as tf
 

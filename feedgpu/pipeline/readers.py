@@ -159,7 +159,7 @@ def read_examples(
 ) -> Any:
     """Single examples, cached, shuffled and repeated as the spec says. Cached one by one,
     not in blocks: each epoch's shuffle then takes references instead of copying every
-    encoded image out of its block (~3% images/s here)."""
+    encoded image out of its block (benchmarks/RESULTS.md)."""
     ds = cached(read_blocks(spec, manifest, input_context, stages).unbatch(), spec)
     if spec.shuffle_buffer:
         ds = ds.shuffle(spec.shuffle_buffer, seed=spec.seed, reshuffle_each_iteration=True)

@@ -2,9 +2,10 @@
 
 When one host's cores cannot keep a model fed, the pipeline's parsing, decoding and augmentation
 move to CPU workers: `PipelineSpec(service="grpc://dispatcher:port")` sends the pipeline there
-and batches come back (the service costs about 1 ms per element, so whole batches travel, never
-single examples). The service has no authentication, and TensorFlow binds its servers to every
-interface (it offers no bind address): run it on a private network or behind a firewall.
+and batches come back (the service costs per element, so whole batches travel, never single
+examples; benchmarks/RESULTS.md). The service has no authentication, and TensorFlow binds its
+servers to every interface (it offers no bind address): run it on a private network or behind
+a firewall.
 """
 
 from __future__ import annotations

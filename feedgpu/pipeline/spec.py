@@ -10,10 +10,17 @@ from typing import Any
 
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import read_manifest
+from feedgpu.pipeline.spec_checks import (
+    DTYPES,
+    ONLY_FOR,
+    SERVICE_MODES,
+    TAKES,
+    TEXT_MODES,
+    check_applies,
+    looks_like_path,
+    other_kind,
+)
 
-DTYPES = ("float32", "bfloat16", "float16", "uint8")
-TEXT_MODES = ("pad", "bucket", "packed")
-SERVICE_MODES = ("parallel_epochs", "distributed_epoch")
 # Records read, parsed and cached together: one op per block instead of one per record (a
 # tf.data stage costs 20-60 us per element on these hosts, more than parsing a text record).
 BLOCK = 256
@@ -45,8 +52,8 @@ class PipelineSpec:
         image_size: (height, width) of output images.
         dtype: output image dtype; cast last, so the host does the least work.
         normalize: subtract ImageNet mean and divide by its std (float dtypes) on the host.
-            Off by default: measured here, this per-channel broadcast halves the host's
-            images/s (benchmarks/RESULTS.md); a model's first layer (e.g. Keras
+            Off by default: this per-channel broadcast costs the host much of its images/s
+            (benchmarks/RESULTS.md), while a model's first layer (e.g. Keras
             `Normalization`) does it on the accelerator for free.
         random_flip: horizontal flips when training.
         crop_area: random-resized-crop area range when training.
@@ -69,10 +76,9 @@ class PipelineSpec:
             the prefetch buffer then run on across epoch boundaries instead of draining.
         ram_budget_bytes: memory the cache decision and tf.data's autotuner may plan for.
         autotune: let tf.data's autotuner set parallelism and buffer sizes while running.
-            Off by default, so AUTOTUNE stages run one thread per core: measured here (TF
-            2.21, 2 cores), the autotuner left the image decode map on one core in about
-            half of the epochs (~570 vs ~1,100 img/s, the cores half idle), and with it off
-            every epoch ran at 1,000+ (benchmarks/RESULTS.md).
+            Off by default, so AUTOTUNE stages run one thread per core: the autotuner left
+            the image decode map on one core in about half of the epochs, the cores half
+            idle (TF 2.21, benchmarks/RESULTS.md).
         ignore_errors: skip records that fail to read or parse instead of failing.
         prefetch_to_device: prefetch batches onto the first GPU when there is one.
         service: tf.data service address (grpc://host:port), to run the pipeline remotely.
@@ -114,6 +120,14 @@ class PipelineSpec:
     reasons: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
+        for name, (takes, check) in TAKES.items():  # types first: the checks below compare
+            given = getattr(self, name)
+            try:
+                value = check(given)
+            except (TypeError, ValueError):
+                raise UsageError(f"{name} {given!r}: takes {takes}") from None
+            if value is not given:
+                object.__setattr__(self, name, value)  # normalised: a square size, tuples
         if self.batch_size < 1:
             raise UsageError(f"batch_size {self.batch_size}: must be at least 1")
         if self.kind not in ("image", "text"):
@@ -143,6 +157,11 @@ class PipelineSpec:
             raise UsageError(
                 f"service_mode {self.service_mode!r}: choose {' or '.join(SERVICE_MODES)}"
             )
+        if self.cache not in (None, "memory") and not looks_like_path(self.cache):
+            raise UsageError(
+                f"cache {self.cache!r}: use 'memory', None, or a file path prefix such as "
+                "/tmp/feedgpu-cache/train (a bare word is taken for a typo, not a file)"
+            )
 
     @classmethod
     def for_dataset(
@@ -168,6 +187,7 @@ class PipelineSpec:
         manifest = read_manifest(data_dir)
         info = manifest.split(split, data_dir)
         kind = manifest.kind
+        check_applies(overrides, data_dir, kind, manifest.pack_length)
         reasons: list[tuple[str, str]] = []
         budget = int(overrides.get("ram_budget_bytes", _memory_bytes() // 2))
         reasons.append(("ram_budget_bytes", "half of this machine's memory"))
@@ -272,7 +292,7 @@ class PipelineSpec:
         why = dict(self.reasons)
         lines = [f"PipelineSpec for {self.data_dir} [{self.split}]"]
         for f in fields(self):
-            if f.name == "reasons":
+            if f.name == "reasons" or f.name in ONLY_FOR[other_kind(self.kind)]:
                 continue
             value = getattr(self, f.name)
             note = f"  # {why[f.name]}" if f.name in why else ""

@@ -82,6 +82,12 @@ def padding_waste(length_counts: Sequence[Sequence[int]], bounds: Sequence[int])
     return 1 - real / padded if padded else 0.0
 
 
+def blocks_per_group(spec: PipelineSpec) -> int:
+    """Blocks gathered into one group: about shuffle_buffer examples, and at least the
+    BUCKET_WINDOW batches that bucketing sorts within."""
+    return -(-max(spec.shuffle_buffer, spec.batch_size * BUCKET_WINDOW) // BLOCK)
+
+
 def text_batches(blocks: Any, spec: PipelineSpec, labelled: bool, pack: int | None) -> Any:
     """Batches of ids with attention masks, from blocks of parsed examples.
 
@@ -103,7 +109,7 @@ def text_batches(blocks: Any, spec: PipelineSpec, labelled: bool, pack: int | No
     bounds = tf.constant(sorted({*spec.bucket_boundaries, width}), tf.int64)
     size = spec.batch_size
     shuffle = spec.shuffle_buffer > 0
-    group_blocks = -(-max(spec.shuffle_buffer, size * BUCKET_WINDOW) // BLOCK)
+    group_blocks = blocks_per_group(spec)
 
     def columns(block: Any) -> Any:  # ragged rows -> a token buffer and row lengths
         ids = block["input_ids"]
