@@ -169,7 +169,7 @@ import json, sys
 from feedgpu.bench.measure import BenchOptions, bench_input
 from feedgpu.bench.report import render_report
 from feedgpu.pipeline.stages import StageChanges
-quick = {"seconds": 2.0, "ablation_seconds": 1.0, "quiet": True}
+quick = {"seconds": 1.5, "ablation_seconds": 0.7, "quiet": True}
 small = {"image_size": (32, 32), "cache": "memory"}
 images = sys.argv[1]
 out = {}
@@ -178,14 +178,13 @@ def keep(name, report):
     return report
 keep("heavy", bench_input(images, BenchOptions(model="medium", ablation="never",
                                               overrides=small, **quick)))
-plain = keep("plain", bench_input(images, BenchOptions(ablation="never", overrides=small, **quick)))
-e = plain.end_to_end
-delay = 2 * (e.step_ms_median - e.wait_ms_median) / 1000  # twice the compute: ~67% input wait
+decode = keep("decode", bench_input(images, BenchOptions(model="small", ablation="auto",
+              overrides=small, stages=StageChanges(delay_s=(("decode", 0.02),)), **quick)))
+c = decode.ceiling  # the small model's compute alone, on resident batches
+delay = 2 * c.step_ms_median / 1000  # twice the compute: ~67% input wait
 out["stall_delay_s"] = delay
 keep("stalled", bench_input(images, BenchOptions(ablation="never", overrides=small,
      stages=StageChanges(delay_s=(("stall", delay),)), **quick)))
-keep("decode", bench_input(images, BenchOptions(model="small", ablation="auto", overrides=small,
-     stages=StageChanges(delay_s=(("decode", 0.02),)), **quick)))
 print(json.dumps(out))
 """
 
@@ -242,7 +241,14 @@ def test_text_bench_with_buckets_times_no_compile_step(tmp_path: Path, text_fold
     feedgpu.convert_text(str(text_folder), str(out), options, quiet=True)
     report = bench_input(
         str(out),
-        BenchOptions(batch_size=8, ablation="always", overrides={"text_mode": "bucket"}, **QUICK),
+        BenchOptions(
+            batch_size=8,
+            ablation="always",
+            overrides={"text_mode": "bucket", "max_length": 64},  # fewer shapes to compile
+            seconds=1.0,
+            ablation_seconds=0.5,
+            quiet=True,
+        ),
     )
     assert report.model == "transformer-small" and report.kind == "text"
     # each bucket shape compiles once, untimed: at most one warm-up step per shape beyond two
@@ -261,6 +267,7 @@ def test_cli_default_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
             "--sample-per-class", "8",
             "--image-size", "32",
             "--seconds", "1",
+            "--ablation-seconds", "0.5",
             "--batch-size", "8",
             "--no-memory-growth",  # TensorFlow is already initialised in this test process
             "--quiet",
