@@ -30,13 +30,21 @@ def progress_bar(total: float | None = None, **kwargs: Any) -> Any:
     """A tqdm bar on stderr (keyword arguments as tqdm's), plain lines when not a terminal."""
     from tqdm import tqdm
 
-    tqdm.monitor_interval = 0  # no monitor thread: worker processes may be forked after this
     stream = sys.stderr
     try:
         terminal = stream.isatty()
     except (AttributeError, ValueError):
         terminal = False
     if terminal:
-        return tqdm(total=total, file=stream, dynamic_ncols=True, **kwargs)
-    kwargs.setdefault("mininterval", PLAIN_INTERVAL_S)
-    return tqdm(total=total, file=_Lines(stream), ncols=100, **kwargs)
+        kwargs.update(file=stream, dynamic_ncols=True)
+    else:
+        kwargs.setdefault("mininterval", PLAIN_INTERVAL_S)
+        kwargs.update(file=_Lines(stream), ncols=100)
+    # No monitor thread (worker processes may be forked after this), without changing tqdm's
+    # setting for the rest of the process: the thread is started, or not, when a bar is made.
+    interval = tqdm.monitor_interval
+    tqdm.monitor_interval = 0
+    try:
+        return tqdm(total=total, **kwargs)
+    finally:
+        tqdm.monitor_interval = interval
