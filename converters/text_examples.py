@@ -205,6 +205,9 @@ def _serializer(labelled: bool) -> Any:
         )
         return message("tensorflow.Example", ["features"], [body[:, None]], one)
 
+    # Traced now, once (functools.cache makes this call once): traced lazily, tokenizer threads
+    # arriving together at the first batches would each trace it again.
+    serialize.get_concrete_function()
     return serialize
 
 

@@ -253,7 +253,14 @@ class TextTokenizer:
             ragged = words.tokenize(tf.strings.lower(batch) if lowercase else batch)
             return ragged.flat_values, ragged.row_lengths()
 
-        return tokenize, (tokenize_plain if words is not None else None)
+        # Traced here, once, under the caller's lock: traced lazily, the first calls from the
+        # tokenizer threads, arriving together, each traced it again (TensorFlow's "5 out of
+        # the last 5 calls ... triggered tf.function retracing" warning, and the time).
+        tokenize.get_concrete_function()
+        if words is None:
+            return tokenize, None
+        tokenize_plain.get_concrete_function()
+        return tokenize, tokenize_plain
 
     def encode_reference(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids without special tokens, by HF (its own threads, in batches)."""

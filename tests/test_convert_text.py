@@ -487,3 +487,30 @@ def test_plain_batches_take_the_short_graph_with_the_whole_tokenizers_ids(
     assert np.array_equal(short_values, whole_values)
     hf = tok.encode_reference(texts)
     assert [ids.tolist() for ids in per_text_ids(short_values, short_lengths)] == hf
+
+
+def test_tokenizer_threads_trace_their_graphs_once(tmp_path: Path) -> None:
+    """Threads arriving together at the first batches each traced the graphs again
+    (TensorFlow's "triggered tf.function retracing" warning, and the time)."""
+    import logging
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b", "c", "##s"]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    (tmp_path / "src").mkdir()
+    lines = [" ".join("abc"[(i + j) % 3] for j in range(1 + i % 5)) for i in range(6000)]
+    (tmp_path / "src" / "docs.txt").write_text("\n".join(lines) + "\n")
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep()
+    logging.getLogger("tensorflow").addHandler(keep)
+    try:
+        options = TextOptions(tokenizer=str(tmp_path / "vocab.txt"), doc_per_line=True)
+        convert_text(str(tmp_path / "src"), str(tmp_path / "out"), options, workers=2, quiet=True)
+    finally:
+        logging.getLogger("tensorflow").removeHandler(keep)
+    assert not [r for r in records if "retracing" in r.getMessage()]
+    assert len(examples(tmp_path / "out")) == 6000

@@ -204,10 +204,11 @@ def _parse_delay(text: str) -> tuple[str, float]:
 
 
 def _wall_time(args: argparse.Namespace, report: Any) -> str:
-    """The command's whole time, with its parts when one of them is more than the conversion."""
+    """The command's whole wall time, with its parts (TensorFlow's import, the tokenizer,
+    listing, conversion) when more than the conversion took a noticeable share of it."""
     total = time.perf_counter() - getattr(args, "started", time.perf_counter() - report.seconds)
     parts = {"TensorFlow import": getattr(args, "import_s", 0.0), **report.stages_s}
-    shown = [f"{name} {s:.1f} s" for name, s in parts.items() if s >= 0.05 * total and s >= 0.1]
+    shown = [f"{name} {s:.1f} s" for name, s in parts.items() if s >= 0.1]
     return f"{total:.1f} s" + (f" ({', '.join(shown)})" if len(shown) > 1 else "")
 
 
