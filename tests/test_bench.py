@@ -27,6 +27,20 @@ from feedgpu.pipeline.spec import PipelineSpec
 from feedgpu.pipeline.stages import StageChanges
 from feedgpu.samples import write_sample_images
 
+
+def run_json(code: str, *args: str, env: dict[str, str] | None = None, timeout: int) -> Any:
+    """Run code in a fresh interpreter (its own TensorFlow set-up); the JSON it prints last."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 # Small images and a memory cache: the pipeline's own cost is small next to the model's.
 QUICK = {"seconds": 2.0, "ablation_seconds": 1.0, "quiet": True}
 SMALL = {"image_size": (32, 32), "cache": "memory"}
@@ -83,15 +97,7 @@ print(json.dumps({"first": first.to_json(), "forced": forced.to_json()}))
 def test_without_a_gpu_set_up_degrades_to_float32_one_replica() -> None:
     """The no-GPU path, with the GPUs hidden: set up first thing in a fresh process."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run(
-        [sys.executable, "-c", NO_GPU_SET_UP],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    info = json.loads(done.stdout.strip().splitlines()[-1])
+    info = run_json(NO_GPU_SET_UP, env=env, timeout=300)
     first, forced = info["first"], info["forced"]
     assert (first["device_type"], first["precision"], first["num_replicas"]) == (
         "CPU",
@@ -192,15 +198,7 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def cpu_verdicts(images: str) -> dict[str, Any]:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run(
-        [sys.executable, "-c", CPU_VERDICTS, images],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = run_json(CPU_VERDICTS, images, env=env, timeout=900)
     return result
 
 
@@ -318,14 +316,7 @@ print(json.dumps(bench_input(sys.argv[1], options, setup=setup).to_json()))
 
 def test_two_replicas_feed_through_distribute_datasets_from_function(images: str) -> None:
     """The multi-GPU path, on two logical CPUs: per-replica batches, all-reduced updates."""
-    done = subprocess.run(
-        [sys.executable, "-c", MIRRORED, images],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = run_json(MIRRORED, images, timeout=600)
     jsonschema.validate(report, BENCH_REPORT_SCHEMA)
     assert report["device"]["num_replicas"] == 2
     assert report["device"]["strategy"] == "MirroredStrategy"
@@ -346,15 +337,7 @@ print(json.dumps(feedgpu.bench_input(sys.argv[1], options, setup=setup).to_json(
 def test_multi_worker_strategy_runs_the_same_loop(images: str) -> None:
     """MultiWorkerMirroredStrategy as one worker (no TF_CONFIG): the multi-host code path."""
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    done = subprocess.run(
-        [sys.executable, "-c", MULTI_WORKER, images],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = run_json(MULTI_WORKER, images, env=env, timeout=600)
     # (TensorFlow's class behind the public name)
     assert report["device"]["strategy"] == "CollectiveAllReduceStrategy"
     assert report["end_to_end"]["num_steps"] > 0
