@@ -175,7 +175,7 @@ import json, sys
 from feedgpu.bench.measure import BenchOptions, bench_input
 from feedgpu.bench.report import render_report
 from feedgpu.pipeline.stages import StageChanges
-quick = {"seconds": 1.5, "ablation_seconds": 0.7, "quiet": True}
+quick = {"seconds": 1.0, "ablation_seconds": 0.7, "quiet": True}
 small = {"image_size": (32, 32), "cache": "memory"}
 images = sys.argv[1]
 out = {}
@@ -237,9 +237,12 @@ def test_text_bench_with_buckets_times_no_compile_step(tmp_path: Path, text_fold
     out = tmp_path / "text"
     options = feedgpu.TextOptions(tokenizer="train:wordpiece:300", folder_labels=True)
     feedgpu.convert_text(str(text_folder), str(out), options, quiet=True)
+    # Without XLA each bucket shape is still a new trace, untimed; XLA's compile of each
+    # would only make the test longer.
     report = bench_input(
         str(out),
-        BenchOptions(
+        setup=resolve_devices(DeviceConfig(xla=False)),
+        options=BenchOptions(
             batch_size=8,
             ablation="always",
             overrides={"text_mode": "bucket", "max_length": 64},  # fewer shapes to compile
@@ -268,6 +271,7 @@ def test_cli_default_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
             "--ablation-seconds", "0.5",
             "--batch-size", "8",
             "--no-memory-growth",  # TensorFlow is already initialised in this test process
+            "--no-xla",  # the command's path is tested, not XLA's compile time
             "--quiet",
             "--json", str(out_json),
             "--save-spec", str(out_spec),
@@ -307,7 +311,7 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 from feedgpu.bench.measure import BenchOptions, bench_input
 from feedgpu.bench.device import DeviceSetup
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-setup = DeviceSetup("CPU", (), None, "float32", True, strategy)
+setup = DeviceSetup("CPU", (), None, "float32", False, strategy)  # no XLA: the input path
 options = BenchOptions(batch_size=8, seconds=1, ablation="never", quiet=True,
                        overrides={"image_size": (32, 32)})
 print(json.dumps(bench_input(sys.argv[1], options, setup=setup).to_json()))
@@ -327,7 +331,7 @@ def test_two_replicas_feed_through_distribute_datasets_from_function(images: str
 MULTI_WORKER = """
 import json, sys
 import feedgpu
-setup = feedgpu.setup_devices(feedgpu.DeviceConfig(strategy="multi_worker"))
+setup = feedgpu.setup_devices(feedgpu.DeviceConfig(strategy="multi_worker", xla=False))
 options = feedgpu.BenchOptions(batch_size=8, seconds=1, ablation="never", quiet=True,
                                overrides={"image_size": (32, 32)})
 print(json.dumps(feedgpu.bench_input(sys.argv[1], options, setup=setup).to_json()))
