@@ -220,7 +220,9 @@ def plan_text_dataset(
         )
 
     started = time.perf_counter()
-    tokenizer = load_tokenizer(spec, training_texts() if spec.kind == "train" else ())
+    tokenizer = load_tokenizer(
+        spec, training_texts() if spec.kind == "train" else (), progress=not quiet
+    )
     tokenizer_s = time.perf_counter() - started
     name = fmt.sanitize_name(options.name or os.path.basename(os.path.abspath(src.split("*")[0])))
 

@@ -293,7 +293,9 @@ def _bert_post_processor(hf: Any) -> None:
         )
 
 
-def _learn_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool) -> list[str]:
+def _learn_wordpiece(
+    texts: Iterable[str], vocab_size: int, lowercase: bool, progress: bool = False
+) -> list[str]:
     """A WordPiece vocabulary from tensorflow-text's learner, which is deterministic.
 
     HF's WordPiece trainer is not: it breaks ties between equally frequent pairs by ids that
@@ -317,13 +319,29 @@ def _learn_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool) -> 
     dataset = tf.data.Dataset.from_generator(
         corpus, output_signature=tf.TensorSpec((), tf.string)
     ).batch(1024)
-    learned = learner.bert_vocab_from_dataset(
-        dataset,
-        vocab_size=vocab_size,
-        reserved_tokens=list(SPECIAL_WORDPIECE),
-        bert_tokenizer_params={"lower_case": lowercase},
-        learn_params={},
-    )
+    from feedgpu.progress import progress_bar
+    from feedgpu.tf_private import counting_wordpiece_steps
+
+    # The learner's threshold search takes most of the time: one bar step per threshold, the
+    # bar made at the first (after the reading pass's own bar has closed).
+    bars: list[Any] = []
+
+    def step() -> None:
+        if progress:
+            if not bars:
+                bars.append(progress_bar(desc="tokenizer: learning", unit="step"))
+            bars[0].update(1)
+
+    with counting_wordpiece_steps(step):
+        learned = learner.bert_vocab_from_dataset(
+            dataset,
+            vocab_size=vocab_size,
+            reserved_tokens=list(SPECIAL_WORDPIECE),
+            bert_tokenizer_params={"lower_case": lowercase},
+            learn_params={},
+        )
+    for bar in bars:
+        bar.close()
     vocab = [str(t) for t in learned]
     known = set(vocab)
     for char in sorted(c for c in alphabet if not c.isspace()):
@@ -331,8 +349,10 @@ def _learn_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool) -> 
     return vocab
 
 
-def load_tokenizer(spec: TokenizerSpec, training_texts: Iterable[str] = ()) -> TextTokenizer:
-    """Load or train the tokenizer a spec names.
+def load_tokenizer(
+    spec: TokenizerSpec, training_texts: Iterable[str] = (), *, progress: bool = False
+) -> TextTokenizer:
+    """Load or train the tokenizer a spec names (progress: show training's progress).
 
     Raises:
         UsageError: unreadable or invalid tokenizer files.
@@ -356,7 +376,7 @@ def load_tokenizer(spec: TokenizerSpec, training_texts: Iterable[str] = ()) -> T
         raise UsageError("cannot train a tokenizer: the train split has no documents")
     texts = itertools.chain([first], stream)
     if spec.model == "wordpiece":
-        vocab = _learn_wordpiece(texts, spec.vocab_size, spec.lowercase)
+        vocab = _learn_wordpiece(texts, spec.vocab_size, spec.lowercase, progress)
         bert = BertWordPieceTokenizer({t: i for i, t in enumerate(vocab)}, lowercase=spec.lowercase)
         hf = Tokenizer.from_str(bert.to_str())
         _bert_post_processor(hf)

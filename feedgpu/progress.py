@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
+_ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # Seconds between lines when stderr is not a terminal (CI logs, `2> log`, `| tee`).
 PLAIN_INTERVAL_S = 10.0
 
@@ -17,7 +19,7 @@ class _Lines:
         self.stream = stream
 
     def write(self, text: str) -> int:
-        line = text.replace("\r", "").strip()
+        line = _ESCAPES.sub("", text.replace("\r", "")).strip()  # no cursor moves in a file
         if line:
             self.stream.write(line + "\n")
         return len(text)
