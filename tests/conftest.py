@@ -19,6 +19,17 @@ from feedgpu.samples import make_image, write_sample_images
 SMALL_SIZES = ((64, 48), (48, 64), (80, 60))
 
 
+def shard_examples(out: Path) -> list[dict]:
+    """Every example of a dataset folder, decoded by feedgpu's own codec, shard by shard."""
+    from feedgpu.format.records import decode_example, read_records
+
+    found = []
+    for shard in sorted(out.glob("*.tfrecord-*")):
+        with open(shard, "rb") as f:
+            found += [decode_example(r) for r in read_records(f)]
+    return found
+
+
 @pytest.fixture
 def image_folder(tmp_path: Path) -> Path:
     """src/CLASS/NNNNN.jpg: 3 classes x 12 small photo-like JPEGs."""

@@ -7,20 +7,12 @@ from pathlib import Path
 
 import pytest
 import tensorflow_datasets as tfds
+from conftest import shard_examples
 from tokenizers import Tokenizer
 
 from feedgpu import DatasetError, UsageError, read_manifest
 from feedgpu.converters.text import TextOptions, convert_text
 from feedgpu.converters.tokenizer import TextTokenizer
-from feedgpu.format.records import decode_example, read_records
-
-
-def examples(out: Path) -> list[dict]:
-    found = []
-    for shard in sorted(out.glob("*.tfrecord-*")):
-        with open(shard, "rb") as f:
-            found += [decode_example(r) for r in read_records(f)]
-    return found
 
 
 def source_text(src: Path, doc_id: str) -> str:
@@ -49,7 +41,7 @@ def test_trained_wordpiece_round_trip_equals_hf_on_every_document(
     assert manifest["tokenizer"]["path"] == "fast_wordpiece"
     assert manifest["tokenizer"]["mismatch_rate"] == 0.0
     odd = 0
-    for ex in examples(out):
+    for ex in shard_examples(out):
         doc_id = ex["doc_id"][0].decode()
         text = source_text(text_folder, doc_id)
         assert ex["input_ids"] == saved.encode(text).ids, doc_id  # CLS ... SEP, exactly HF's
@@ -59,7 +51,7 @@ def test_trained_wordpiece_round_trip_equals_hf_on_every_document(
     assert odd > 0, "the corpus must exercise the documents routed to HF"
     stats = manifest["text"]
     assert stats["documents"] == 80
-    assert stats["tokens"] == sum(len(ex["input_ids"]) for ex in examples(out))
+    assert stats["tokens"] == sum(len(ex["input_ids"]) for ex in shard_examples(out))
     assert 0 < stats["padding_waste_fixed"]["512"] < 1 and stats["length_counts"]
 
 
@@ -105,7 +97,7 @@ def test_jsonl_gzip_and_lines_with_every_document_accounted_for(
     assert set(report.examples_by_split) == {"train", "validation"}
     saved = Tokenizer.from_file(str(out / "tokenizer.json"))
     assert manifest["tokenizer"]["path"] == "hf" and manifest["tokenizer"]["model"] == "BPE"
-    by_id = {ex["doc_id"][0].decode(): ex["input_ids"] for ex in examples(out)}
+    by_id = {ex["doc_id"][0].decode(): ex["input_ids"] for ex in shard_examples(out)}
     for number, line in enumerate((jsonl_corpus / "part-0.jsonl").read_bytes().splitlines(), 1):
         key = f"part-0.jsonl:{number}"
         if key in by_id:
@@ -117,10 +109,10 @@ def test_packing_conserves_every_token(tmp_path: Path, text_folder: Path) -> Non
     base = dict(tokenizer="train:wordpiece:300", num_shards=2)
     convert_text(str(text_folder), str(plain), TextOptions(**base), quiet=True)
     convert_text(str(text_folder), str(packed), TextOptions(**base, pack=64), quiet=True)
-    stored = [ex for ex in examples(packed)]
+    stored = [ex for ex in shard_examples(packed)]
     assert all(len(ex["input_ids"]) == len(ex["segment_ids"]) == 64 for ex in stored)
     real = sum(1 for ex in stored for s in ex["segment_ids"] if s > 0)
-    assert real == sum(len(ex["input_ids"]) for ex in examples(plain))
+    assert real == sum(len(ex["input_ids"]) for ex in shard_examples(plain))
     for ex in stored:  # positions restart with each segment; padding is segment 0, id 0
         for i in range(1, 64):
             seg, prev = ex["segment_ids"][i], ex["segment_ids"][i - 1]
@@ -139,12 +131,12 @@ def test_max_length_truncates_and_stride_windows_cover(tmp_path: Path, text_fold
         str(text_folder), str(win), TextOptions(**base, max_length=32, stride=8), quiet=True
     )
     saved = Tokenizer.from_file(str(cut / "tokenizer.json"))
-    for ex in examples(cut):
+    for ex in shard_examples(cut):
         full = saved.encode(source_text(text_folder, ex["doc_id"][0].decode())).ids
         assert len(ex["input_ids"]) <= 32
         assert ex["input_ids"] == (full if len(full) <= 32 else [*full[:31], full[-1]])
     windows: dict[str, list] = {}
-    for ex in examples(win):
+    for ex in shard_examples(win):
         windows.setdefault(ex["doc_id"][0].decode(), []).append(ex)
     for doc_id, parts in windows.items():
         parts.sort(key=lambda e: e["window"][0])
@@ -179,7 +171,7 @@ def test_vocab_file_cased_and_uncased(tmp_path: Path) -> None:
             TextOptions(tokenizer=str(tmp_path / "vocab.txt"), lowercase=lowercase),
             quiet=True,
         )
-        assert examples(out)[0]["input_ids"] == expected
+        assert shard_examples(out)[0]["input_ids"] == expected
         assert read_manifest(str(out)).to_json()["text"]["unknown_rate"] == (
             0.0 if lowercase else round(1 / 7, 6)
         )
@@ -382,7 +374,7 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
     assert manifest["tokenizer"]["path"] == "hf"
     assert manifest["tokenizer"]["mismatch_rate"] == 1.0
     hf = Tokenizer.from_file(str(out / "tokenizer.json"))
-    found = examples(out)
+    found = shard_examples(out)
     assert len(found) == 1500 and manifest["text"]["documents"] == 1500
     for ex in found:
         line = int(ex["doc_id"][0].decode().rsplit(":", 1)[1])
@@ -513,4 +505,4 @@ def test_tokenizer_threads_trace_their_graphs_once(tmp_path: Path) -> None:
     finally:
         logging.getLogger("tensorflow").removeHandler(keep)
     assert not [r for r in records if "retracing" in r.getMessage()]
-    assert len(examples(tmp_path / "out")) == 6000
+    assert len(shard_examples(tmp_path / "out")) == 6000

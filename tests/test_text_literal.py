@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import shard_examples
 
 import feedgpu
 from feedgpu import DatasetError, TextOptions, UsageError, convert_text, read_manifest
-from feedgpu.format.records import decode_example, read_records
 from feedgpu.pipeline.text import choose_boundaries, padding_waste
 
 ROBERTA_VOCAB = ["<s>", "<pad>", "</s>", "<unk>", "the", "cat", "sat", "on", "mat", "a", "dog"]
@@ -37,14 +37,6 @@ def corpus(tmp_path: Path) -> Path:
     src.mkdir(exist_ok=True)
     (src / "docs.txt").write_text("\n".join(DOCS) + "\n")
     return src
-
-
-def shard_examples(out: Path) -> list[dict]:
-    found = []
-    for shard in sorted(out.glob("*.tfrecord-*")):
-        with open(shard, "rb") as f:
-            found += [decode_example(r) for r in read_records(f)]
-    return found
 
 
 def test_packing_three_documents_and_a_short_one_exactly(tmp_path: Path) -> None:
