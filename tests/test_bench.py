@@ -172,10 +172,12 @@ def test_mixed_float16_trains_with_loss_scaling_on_cpu() -> None:
 # pipelines): measured in one child process with the GPUs hidden, so they hold on GPU hosts too.
 CPU_VERDICTS = """
 import json, sys
+from feedgpu.bench.device import DeviceConfig, resolve_devices
 from feedgpu.bench.measure import BenchOptions, bench_input
 from feedgpu.bench.report import render_report
 from feedgpu.pipeline.stages import StageChanges
 quick = {"seconds": 1.0, "ablation_seconds": 0.7, "quiet": True}
+setup = resolve_devices(DeviceConfig(xla=False))  # input wait is the question, not XLA's compile
 small = {"image_size": (32, 32), "cache": "memory"}
 images = sys.argv[1]
 out = {}
@@ -183,14 +185,15 @@ def keep(name, report):
     out[name] = {"json": report.to_json(), "text": render_report(report)}
     return report
 keep("heavy", bench_input(images, BenchOptions(model="medium", ablation="never",
-                                              overrides=small, **quick)))
+                                              overrides=small, **quick), setup=setup))
 decode = keep("decode", bench_input(images, BenchOptions(model="small", ablation="auto",
-              overrides=small, stages=StageChanges(delay_s=(("decode", 0.02),)), **quick)))
+              overrides=small, stages=StageChanges(delay_s=(("decode", 0.02),)), **quick),
+              setup=setup))
 c = decode.ceiling  # the small model's compute alone, on resident batches
 delay = 2 * c.step_ms_median / 1000  # twice the compute: ~67% input wait
 out["stall_delay_s"] = delay
 keep("stalled", bench_input(images, BenchOptions(ablation="never", overrides=small,
-     stages=StageChanges(delay_s=(("stall", delay),)), **quick)))
+     stages=StageChanges(delay_s=(("stall", delay),)), **quick), setup=setup))
 print(json.dumps(out))
 """
 
