@@ -271,7 +271,7 @@ def test_cli_default_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
             "--sample-per-class", "8",
             "--image-size", "32",
             "--seconds", "1",
-            "--ablation-seconds", "0.5",
+            "--ablation", "never",  # ablation is tested on its own; here, the command's path
             "--batch-size", "8",
             "--no-memory-growth",  # TensorFlow is already initialised in this test process
             "--no-xla",  # the command's path is tested, not XLA's compile time
