@@ -6,7 +6,6 @@ tokenizing and writing the chunks is `text_chunks.TextRunner`'s job.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import time
@@ -337,15 +336,13 @@ def convert_text(
         require_beam()
         text_runner.on_beam, text_runner.beam_options = True, beam_flags(beam_options, quiet)
         text_runner.quiet = quiet
-    report = write_dataset(
+    return write_dataset(
         plan,
         text_runner,
         overwrite=overwrite,
         quiet=quiet,
         unit="doc",
         rate_unit="M tokens/s",
+        started=started,
+        stages_s={"tokenizer": text_runner.tokenizer_s},
     )
-    seconds = time.perf_counter() - started
-    stages = {"tokenizer": text_runner.tokenizer_s, "conversion": report.seconds}
-    stages["listing"] = seconds - sum(stages.values())  # and planning chunks and shards
-    return dataclasses.replace(report, seconds=seconds, stages_s=stages)

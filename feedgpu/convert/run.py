@@ -311,6 +311,8 @@ def write_dataset(
     quiet: bool = False,
     unit: str = "img",
     rate_unit: str = "MB/s",
+    started: float | None = None,
+    stages_s: Mapping[str, float] | None = None,
 ) -> ConversionReport:
     """Write (or finish, or confirm) the dataset a plan describes.
 
@@ -320,15 +322,32 @@ def write_dataset(
         unit: what the progress bar counts (the first number a runner reports).
         rate_unit: the second number a runner reports, shown per second in millions
             (bytes read for images, tokens for text).
+        started: `time.perf_counter()` when the converter began (listing, planning): the
+            report's time is the whole conversion's, with this part as "listing".
+        stages_s: parts of that time the converter measured itself (say, "tokenizer").
 
     Raises:
         DatasetError: out_dir holds something else and overwrite is False.
         InputError: strict and an input could not be converted.
     """
     start = time.perf_counter()
+    parts = dict(stages_s or {})
+    if started is not None:
+        parts["listing"] = start - started - sum(parts.values())
+    first = start if started is None else started
+
+    def report(manifest: Manifest, already_done: bool) -> ConversionReport:
+        now = time.perf_counter()
+        return _report(
+            plan,
+            manifest,
+            already_done=already_done,
+            seconds=now - first,
+            stages_s={**parts, "conversion": now - start},
+        )
+
     if _prepare(plan, overwrite):
-        manifest = read_manifest(plan.out_dir)
-        return _report(plan, manifest, already_done=True, seconds=time.perf_counter() - start)
+        return report(read_manifest(plan.out_dir), already_done=True)
     finished = {t.filename: load_finished(plan.out_dir, t) for t in plan.tasks}
     todo = [t for t in plan.tasks if finished[t.filename] is None]
     if len(todo) < len(plan.tasks):
@@ -363,12 +382,16 @@ def write_dataset(
         for bar in bars:
             bar.close()
     all_results = [*(r for r in finished.values() if r is not None), *output.results]
-    manifest = _finalize(plan, all_results, output)
-    return _report(plan, manifest, already_done=False, seconds=time.perf_counter() - start)
+    return report(_finalize(plan, all_results, output), already_done=False)
 
 
 def _report(
-    plan: DatasetPlan, manifest: Manifest, *, already_done: bool, seconds: float
+    plan: DatasetPlan,
+    manifest: Manifest,
+    *,
+    already_done: bool,
+    seconds: float,
+    stages_s: dict[str, float],
 ) -> ConversionReport:
     # Inputs: every one was converted or skipped. A text document can make several examples.
     converted = manifest.text.documents if manifest.text else manifest.num_examples
@@ -383,4 +406,5 @@ def _report(
         num_shards=sum(len(v.shards) for v in manifest.splits.values()),
         num_bytes=sum(v.num_bytes for v in manifest.splits.values()),
         seconds=seconds,
+        stages_s=stages_s,
     )

@@ -273,7 +273,7 @@ class PipelineSpec:
 
     @classmethod
     def from_json(cls, text: str) -> PipelineSpec:
-        """Inverse of to_json (tuples restored)."""
+        """Inverse of to_json."""
         try:
             data = json.loads(text)
         except ValueError as e:
@@ -283,10 +283,7 @@ class PipelineSpec:
         unknown = sorted(set(data) - {f.name for f in fields(cls)})
         if unknown:
             raise UsageError(f"unknown PipelineSpec field(s) in JSON: {', '.join(unknown)}")
-        for key in ("image_size", "crop_area", "crop_aspect", "bucket_boundaries"):
-            if key in data:
-                data[key] = tuple(data[key])
-        return cls(**data)
+        return cls(**data)  # lists become tuples, and wrong types one line, in __post_init__
 
     def __str__(self) -> str:
         why = dict(self.reasons)
