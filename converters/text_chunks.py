@@ -9,7 +9,7 @@ pieces concatenated in chunk order, so the bytes do not depend on thread counts.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
+import itertools
 import json
 import logging
 import os
@@ -30,7 +30,14 @@ from feedgpu.converters.listing import (
     hash_split,
     parse_split_fractions,
 )
-from feedgpu.converters.text_examples import BuiltExamples, ExampleBuilder, flat_ids, per_text_ids
+from feedgpu.converters.text_examples import (
+    BuiltExamples,
+    ExampleBuilder,
+    flat_ids,
+    per_text_ids,
+    route,
+    route_key,
+)
 from feedgpu.converters.text_parity import compare_paths
 from feedgpu.converters.text_pieces import (
     ChunkWriter,
@@ -50,7 +57,8 @@ logger = logging.getLogger(__name__)
 # 50 MB corpus, 3 x 4 runs alternating) and 2048 was no better.
 BATCH_DOCS = 1024
 # What a chunk's marker records; a marker of another format (an older feedgpu) is redone.
-CHUNK_FORMAT = 2
+# 3: documents routed to shards by SipHash (`text_examples.route`), not SHA-256.
+CHUNK_FORMAT = 3
 
 
 class TextRunner:
@@ -85,9 +93,14 @@ class TextRunner:
             raise ValueError("a text plan records its tokenizer")
         self.tokenizer_info = plan.tokenizer
         self.pad_id = plan.tokenizer.pad_id
-        # Per document: a seeded hash picks the shard (a piece key such as "train-00003").
-        self._seed_prefix = f"{options.seed}\0".encode()
-        self._keys = {s: [f"{s}-{i:05d}" for i in range(n)] for s, n in shard_counts.items()}
+        # Per document: a seeded hash of its id picks the shard (a piece key such as
+        # "train-00003"), an index into `names`: each split's shards, in order.
+        self._route_key = route_key(options.seed)
+        self.names = [f"{s}-{i:05d}" for s, n in shard_counts.items() for i in range(n)]
+        starts = itertools.accumulate(shard_counts.values(), initial=0)
+        self._split_shards = {
+            s: (a, n) for (s, n), a in zip(shard_counts.items(), starts, strict=False)
+        }
         # Optimistic until the parity check says otherwise (`run_chunk` redoes what it must).
         self.use_fast = tokenizer.fast_capable
         self.parity: dict[str, Any] = {}
@@ -107,10 +120,16 @@ class TextRunner:
         self.__dict__.update(state, _hf_lock=threading.Lock())
 
     # -- routing ---------------------------------------------------------------------------
-    def _shard_key(self, split: str, doc_id: str) -> str:
-        digest = hashlib.sha256(self._seed_prefix + doc_id.encode()).digest()
-        keys = self._keys[split]
-        return keys[int.from_bytes(digest[:8], "big") % len(keys)]
+    def _shards(self, items: list[tuple[Document, str, int | None]]) -> Any:
+        """Each document's shard, as an index into `names` (int64 numpy)."""
+        import numpy as np
+
+        hashed = route([doc.doc_id for doc, _, _ in items], self._route_key)
+        if len(self._split_shards) == 1:
+            first, count = next(iter(self._split_shards.values()))
+            return (hashed % np.uint64(count)).astype(np.int64) + first
+        placed = np.array([self._split_shards[split] for _, split, _ in items], np.int64)
+        return (hashed % placed[:, 1].astype(np.uint64)).astype(np.int64) + placed[:, 0]
 
     def _documents(self, chunk: list[int]) -> Iterator[tuple[Document | Skip, TextSource]]:
         for i in chunk:
@@ -147,28 +166,29 @@ class TextRunner:
         self.use_fast = self.parity["path"] == "fast_wordpiece"
 
     def _encode(self, items: list[tuple[Document, str, int | None]], fast: bool) -> Any:
-        """A batch's tokens, and its examples when each document makes exactly one.
+        """A batch's shards and tokens, and its examples when each document makes exactly one.
 
-        Runs on a worker thread: both steps are graph calls (or HF's), mostly without the GIL.
+        Runs on a worker thread: the steps are graph calls (or HF's), mostly without the GIL.
         """
+        shards = self._shards(items)
         values, lengths = self._tokenize(
             [doc.text for doc, _, _ in items], fast, [doc.plain for doc, _, _ in items]
         )
         if self.examples is None:
-            return values, lengths
+            return shards, (values, lengths)
         labels = None
         if self.examples.labelled:  # every document has one (run_chunk); the builder checks
             labels = [label for _, _, label in items if label is not None]
-        return self.examples(values, lengths, [doc.doc_id for doc, _, _ in items], labels)
+        doc_ids = [doc.doc_id for doc, _, _ in items]
+        return shards, self.examples(values, lengths, doc_ids, labels)
 
     # -- examples --------------------------------------------------------------------------
     def _emit(
-        self, writer: ChunkWriter, doc: Document, split: str, label: int | None, ids: Any
+        self, writer: ChunkWriter, doc: Document, key: str, label: int | None, ids: Any
     ) -> int:
         """One document's windows (--stride) or its ids into the packer (--pack)."""
         import numpy as np
 
-        key = self._shard_key(split, doc.doc_id)
         content = np.asarray(ids, dtype=np.int64)
         full = len(self.before) + len(content) + len(self.after)
         unknown = int((content == self.tok.unk_id).sum()) if self.tok.unk_id is not None else 0
@@ -196,22 +216,23 @@ class TextRunner:
 
     def _emit_batch(self, writer: ChunkWriter, items: list[Any], encoded: Any) -> int:
         """A batch's examples into their shards' pieces, with its statistics."""
-        if not isinstance(encoded, BuiltExamples):  # windows or packing: per document
-            per_doc = per_text_ids(*encoded)
+        import numpy as np
+
+        shards, built = encoded
+        if not isinstance(built, BuiltExamples):  # windows or packing: per document
+            per_doc = per_text_ids(*built)
+            keys = [self.names[i] for i in shards.tolist()]
             return sum(
-                self._emit(writer, doc, split, label, ids)
-                for (doc, split, label), ids in zip(items, per_doc, strict=True)
+                self._emit(writer, doc, key, label, ids)
+                for (doc, _, label), key, ids in zip(items, keys, per_doc, strict=True)
             )
-        keys = [self._shard_key(split, doc.doc_id) for doc, split, _ in items]
         limit = self.options.max_length
-        stored: dict[str, Counter[int]] = {}
-        for key, full, unknown in zip(keys, encoded.full_lengths, encoded.unknown, strict=True):
-            writer.count_document(key, full, unknown)
-            stored.setdefault(key, Counter())[min(full, limit) if limit else full] += 1
-        for key, lengths in stored.items():
-            writer.count_examples(key, lengths)
-        writer.write_many(keys, encoded.records)
-        return sum(encoded.full_lengths)
+        full = built.full_lengths
+        writer.count_batch(
+            self.names, shards, full, built.unknown, np.minimum(full, limit) if limit else full
+        )
+        writer.write_routed(self.names, shards, built.records)
+        return int(full.sum())
 
     def run_chunk(self, index: int, on_progress: Progress) -> dict[str, Any]:
         """Tokenize one chunk into a folder of its own, then commit it with its marker.

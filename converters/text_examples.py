@@ -11,6 +11,7 @@ threads, mostly without the GIL, with the same bytes `encode_example` gives for 
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import threading
 from collections.abc import Sequence
@@ -24,13 +25,13 @@ class BuiltExamples:
 
     Attributes:
         records: one serialized `tf.train.Example` per document, in order.
-        full_lengths: ids per document with special tokens, before truncation.
-        unknown: unknown-token ids per document.
+        full_lengths: ids per document with special tokens, before truncation (int64 numpy).
+        unknown: unknown-token ids per document (int64 numpy).
     """
 
     records: list[bytes]
-    full_lengths: list[int]
-    unknown: list[int]
+    full_lengths: Any
+    unknown: Any
 
 
 class ExampleBuilder:
@@ -67,7 +68,7 @@ class ExampleBuilder:
         import numpy as np
 
         if not len(lengths):
-            return BuiltExamples([], [], [])
+            return BuiltExamples([], np.zeros(0, np.int64), np.zeros(0, np.int64))
         kept = lengths if self.budget is None else np.minimum(lengths, self.budget)
         if self.labelled and (labels is None or len(labels) != len(lengths)):
             raise ValueError("a labelled dataset's batch needs one label per document")
@@ -82,7 +83,7 @@ class ExampleBuilder:
             doc_ids,
             labels if self.labelled else None,
         )
-        return BuiltExamples(records, (lengths + self.extra).tolist(), unknown.tolist())
+        return BuiltExamples(records, lengths + self.extra, unknown)
 
     def _with_specials(self, values: Any, lengths: Any, kept: Any) -> Any:
         """Each document's [before, first `kept` ids, after], concatenated."""
@@ -209,6 +210,27 @@ def _serializer(labelled: bool) -> Any:
     # arriving together at the first batches would each trace it again.
     serialize.get_concrete_function()
     return serialize
+
+
+def route_key(seed: int) -> list[int]:
+    """The SipHash key `route` uses for a conversion's seed: two 63-bit numbers."""
+    digest = hashlib.sha256(f"feedgpu-route\0{seed}".encode()).digest()
+    return [int.from_bytes(digest[i : i + 8], "big") >> 1 for i in (0, 8)]
+
+
+def route(doc_ids: list[str], key: list[int]) -> Any:
+    """Each document's 62-bit keyed hash of its id (uint64 numpy), which picks its shard.
+
+    One op per batch (SipHash-2-4, without the GIL) on the tokenizer threads. Per document in
+    Python (SHA-256 and the Python around it) it ran on the reading thread, which short
+    documents keep busy: with the statistics counted per batch, 1.74 -> 1.55 s for 30 MB of
+    ~45-token documents (benchmarks/RESULTS.md, 2026-12-01).
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    hashed = tf.strings.to_hash_bucket_strong(tf.constant(doc_ids, tf.string), 1 << 62, key)
+    return hashed.numpy().astype(np.uint64)
 
 
 def flat_ids(per_text: Sequence[Any]) -> tuple[Any, Any]:

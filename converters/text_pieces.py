@@ -38,22 +38,30 @@ class ChunkWriter:
     packers: dict[str, list[list[int]]] = field(default_factory=dict)
 
     def write(self, key: str, record: bytes) -> None:
-        self.write_many([key], [record])
+        self._append(key, [record])
 
-    def write_many(self, keys: Sequence[str], records: Sequence[bytes]) -> None:
-        """Records for several pieces: one framed write per piece instead of per record."""
-        by_key: dict[str, list[bytes]] = {}
-        for key, record in zip(keys, records, strict=True):
-            by_key.setdefault(key, []).append(record)
-        for key, group in by_key.items():
-            if key not in self.handles:
-                path = storage.join(self.folder, f"{key}.rec")
-                self.handles[key] = storage.open_file(path, "wb")
-                self.pieces[key] = {"records": 0, "bytes": 0}
-            data = frame_records(group)
-            self.handles[key].write(data)
-            self.pieces[key]["bytes"] += len(data)
-            self.pieces[key]["records"] += len(group)
+    def _append(self, key: str, records: Sequence[bytes]) -> None:
+        """Records onto one piece: one framed write."""
+        if key not in self.handles:
+            path = storage.join(self.folder, f"{key}.rec")
+            self.handles[key] = storage.open_file(path, "wb")
+            self.pieces[key] = {"records": 0, "bytes": 0}
+        data = frame_records(records)
+        self.handles[key].write(data)
+        self.pieces[key]["bytes"] += len(data)
+        self.pieces[key]["records"] += len(records)
+
+    def write_routed(self, names: Sequence[str], shards: Any, records: Sequence[bytes]) -> None:
+        """A batch's records, each onto the piece of its shard (an index into names), in order."""
+        import numpy as np
+
+        order = np.argsort(shards, kind="stable")
+        ordered = shards[order]
+        cuts = (np.flatnonzero(np.diff(ordered)) + 1).tolist()
+        positions = order.tolist()
+        for start, end in zip([0, *cuts], [*cuts, len(positions)], strict=True):
+            group = [records[i] for i in positions[start:end]]
+            self._append(names[int(ordered[start])], group)
 
     def count_document(self, key: str, length: int, unknown: int) -> None:
         """A document as tokenized (special tokens included): for the unknown-token rate."""
@@ -61,10 +69,30 @@ class ChunkWriter:
         self.doc_tokens[key] += length
         self.unknown[key] += unknown
 
-    def count_examples(self, key: str, lengths: Counter[int]) -> None:
-        """Stored examples by their length in real ids (after truncation, windows, packing):
-        exact counts, cheap, and they merge exactly; the pipeline's buckets come from them."""
-        self.lengths[key].update(lengths)
+    def count_batch(
+        self, names: Sequence[str], shards: Any, full: Any, unknown: Any, stored: Any
+    ) -> None:
+        """A batch of one-example documents (int64 numpy per document: shard index into names,
+        ids as tokenized, unknown ids, ids stored): `count_document` and the stored lengths'
+        exact counts (what the pipeline's buckets come from), a few numpy passes a batch."""
+        import numpy as np
+
+        if not len(shards):
+            return
+        per_shard = [
+            np.bincount(shards, weights=w, minlength=len(names)).astype(np.int64).tolist()
+            for w in (None, full, unknown)
+        ]
+        for i, (docs, tokens, unk) in enumerate(zip(*per_shard, strict=True)):
+            if docs:
+                key = names[i]
+                self.documents[key] += docs
+                self.doc_tokens[key] += tokens
+                self.unknown[key] += unk
+        width = int(stored.max()) + 1
+        pairs, counts = np.unique(shards * width + stored, return_counts=True)
+        for pair, n in zip(pairs.tolist(), counts.tolist(), strict=True):
+            self.lengths[names[pair // width]][pair % width] += n
 
     def add(self, key: str, ids: Any, extra: dict[str, Any]) -> None:
         """One example's ids (with special tokens): written, or into the packer."""

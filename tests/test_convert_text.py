@@ -325,8 +325,8 @@ def test_examples_built_in_graph_are_encode_example_bytes(max_length) -> None:
             )
         )
     assert built.records == expected
-    assert built.full_lengths == [len(ids) + 3 for ids in per_doc]
-    assert built.unknown == [ids.count(1) for ids in per_doc]
+    assert built.full_lengths.tolist() == [len(ids) + 3 for ids in per_doc]
+    assert built.unknown.tolist() == [ids.count(1) for ids in per_doc]
     unlabelled = text_examples.ExampleBuilder([], [], None, None, labelled=False)
     plain = unlabelled(np.asarray([3, 4], np.int64), np.asarray([2], np.int64), ["a"], None)
     assert plain.records == [encode_example({"doc_id": "a", "input_ids": [3, 4], "length": 2})]
