@@ -7,16 +7,20 @@ Images (an epoch's worth of a repeated pipeline each after a warm-up, alternatin
   (c) TFDS: `builder_from_directory(...).as_dataset` plus a straightforward parallel map;
   (d) ours: `build_pipeline(PipelineSpec.for_dataset(..., training=True))`.
 Targets: ours >= 0.9x (a), >= 2x (b), >= 1.1x (c).
-Text (tokens/s delivered in batches of --text-batch, counted on the host): (a) ours from
-pre-tokenized shards vs the same corpus tokenized on the fly (b) with tensorflow-text fast
-WordPiece in a parallel map and (c) with HF tokenizers through `tf.py_function`, each over an
-epoch's worth of tokens of a repeated pipeline after a warm-up (a long run's rate: a tiny corpus
-would otherwise mostly time each epoch's iterator start-up, ~50-100 ms here). Ours is also
-timed cold: one epoch from disk, filling its cache. Targets >= 5x (b), >= 30x (c). Also
+Text, per document length profile (--text-lengths: medium ~300 tokens a document, short ~40;
+tokens/s and documents/s delivered in batches of --text-batch, counted on the host): (a) ours
+from pre-tokenized shards (`PipelineSpec.for_dataset` defaults: pad mode) vs the same corpus
+tokenized on the fly (b) with tensorflow-text fast WordPiece in a parallel map and (c) with HF
+tokenizers through `tf.py_function`, all padded to the same width, each over an epoch's worth
+of tokens of a repeated pipeline after a warm-up (a long run's rate: a tiny corpus would
+otherwise mostly time each epoch's iterator start-up, ~50-100 ms here). Ours is also timed cold:
+one epoch from disk, filling its cache. (f) floor: the least a pipeline over one record per
+document does (records cached, batched, `parse_example`, padded), to show what the record
+format itself allows. Targets: >= 5x (b) on medium documents, >= 3x on short, >= 30x (c). Also
 padding waste with fixed padding vs bucketing (target <= 10%).
 
 Usage: python benchmarks/bench_pipeline.py [--images 3000] [--text-mb 20] [--rounds 3]
-       [--batch 128] [--text-batch 128] [--data DIR]
+       [--batch 128] [--text-batch 128] [--text-lengths medium,short] [--data DIR]
 """
 
 from __future__ import annotations
@@ -36,6 +40,26 @@ SIZE = (224, 224)
 
 
 @dataclass(frozen=True)
+class TextRates:
+    """Median tokens/s of each text contender on one length profile, and padding waste."""
+
+    profile: str
+    documents: int
+    tokens: int
+    width: int
+    ours_tok_s: float
+    ours_cold_tok_s: float
+    fast_wordpiece_tok_s: float
+    hf_py_function_tok_s: float
+    floor_tok_s: float
+    waste_fixed: float
+    waste_bucketed: float
+
+    def docs_s(self, tok_s: float) -> float:
+        return tok_s * self.documents / self.tokens
+
+
+@dataclass(frozen=True)
 class PipelineBenchResult:
     """Median rates of each contender, and padding waste."""
 
@@ -45,13 +69,7 @@ class PipelineBenchResult:
     naive_img_s: float
     tfds_img_s: float
     ours_img_s: float
-    text_tokens: int
-    ours_tok_s: float
-    ours_cold_tok_s: float
-    fast_wordpiece_tok_s: float
-    hf_py_function_tok_s: float
-    waste_fixed: float
-    waste_bucketed: float
+    text: list[TextRates]
 
 
 def _epoch(ds, count) -> float:
@@ -156,17 +174,18 @@ def image_rates(data: str, batch: int) -> dict[str, float]:
 
 def text_rates(corpus: str, data: str, vocab: str, batch: int, tokens: int) -> dict[str, float]:
     """Tokens/s delivered: ours cold (one epoch from disk, filling the cache) and steady (a
-    long run, the cache full), and the two tokenize-on-the-fly pipelines (steady: every
-    epoch costs them the same)."""
+    long run, the cache full), the two tokenize-on-the-fly pipelines (steady: every epoch
+    costs them the same), and the floor of one record per document."""
+    import glob
+
     import tensorflow as tf
     from tokenizers import Tokenizer
 
     import feedgpu
     from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
 
-    spec = feedgpu.PipelineSpec.for_dataset(
-        data, batch_size=batch, training=True, text_mode="bucket", max_length=512
-    )
+    spec = feedgpu.PipelineSpec.for_dataset(data, batch_size=batch, training=True)
+    width = spec.max_length
     docs = []
     for name in sorted(os.listdir(corpus)):
         with open(os.path.join(corpus, name), encoding="utf-8") as f:
@@ -180,7 +199,7 @@ def text_rates(corpus: str, data: str, vocab: str, batch: int, tokens: int) -> d
         return int(mask.numpy().sum())
 
     def fast_map(texts):
-        return fast.tokenize(texts)[:, :512].to_tensor(shape=[None, 512])
+        return fast.tokenize(texts)[:, :width].to_tensor(shape=[None, width])
 
     fast_ds = (
         tf.data.Dataset.from_tensor_slices(docs)
@@ -192,8 +211,8 @@ def text_rates(corpus: str, data: str, vocab: str, batch: int, tokens: int) -> d
     )
 
     def hf_encode(texts):
-        ids = [e.ids[:512] for e in hf.encode_batch([t.decode() for t in texts.numpy()])]
-        return tf.ragged.constant(ids, dtype=tf.int64).to_tensor(shape=[None, 512])
+        ids = [e.ids[:width] for e in hf.encode_batch([t.decode() for t in texts.numpy()])]
+        return tf.ragged.constant(ids, dtype=tf.int64).to_tensor(shape=[None, width])
 
     hf_ds = (
         tf.data.Dataset.from_tensor_slices(docs)
@@ -205,6 +224,20 @@ def text_rates(corpus: str, data: str, vocab: str, batch: int, tokens: int) -> d
         )
         .prefetch(2)
     )
+    features = {"input_ids": tf.io.RaggedFeature(tf.int64)}
+
+    def parse_pad(records):
+        ids = tf.io.parse_example(records, features)["input_ids"][:, :width]
+        return ids.to_tensor(shape=[None, width])
+
+    floor_ds = (
+        tf.data.TFRecordDataset(sorted(glob.glob(os.path.join(data, "*.tfrecord-*"))))
+        .cache()
+        .repeat()
+        .batch(batch, drop_remainder=True)
+        .map(parse_pad, num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(2)
+    )
     cold = feedgpu.build_pipeline(spec)
     ours = feedgpu.build_pipeline(spec.with_changes(repeat=True))
     return {
@@ -212,6 +245,7 @@ def text_rates(corpus: str, data: str, vocab: str, batch: int, tokens: int) -> d
         "ours": _steady(ours.map(lambda x, *_: x), tokens_in, tokens),
         "fast": _steady(fast_ds, tokens_in, tokens),
         "hf": _steady(hf_ds, tokens_in, tokens),
+        "floor": _steady(floor_ds, tokens_in, tokens),
     }
 
 
@@ -222,6 +256,7 @@ def main(argv: Sequence[str] | None = None) -> PipelineBenchResult:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=128, help="image batch size")
     parser.add_argument("--text-batch", type=int, default=128)
+    parser.add_argument("--text-lengths", default="medium,short", help="length profiles")
     parser.add_argument("--data", help="folder to keep generated data in between runs")
     args = parser.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -241,38 +276,60 @@ def main(argv: Sequence[str] | None = None) -> PipelineBenchResult:
             shutil.rmtree(src, ignore_errors=True)
             make_folder(src, args.images, default_workers())
         feedgpu.convert_images(src, out, quiet=True)
-        corpus, text = os.path.join(root, "corpus"), os.path.join(root, "text")
+        profiles = [p for p in args.text_lengths.split(",") if p]
         vocab = os.path.join(root, "vocab.txt")
         if not os.path.isfile(vocab):
-            shutil.rmtree(corpus, ignore_errors=True)
-            docs = make_corpus(corpus, args.text_mb)
+            docs = make_corpus(os.path.join(tmp, "sample"), min(args.text_mb, 20) / 4)
             tokenizer = load_tokenizer(
                 TokenizerSpec.parse("train:wordpiece:8000"), iter(docs[:2000])
             )
             tokenizer.save(root)
-        feedgpu.convert_text(corpus, text, feedgpu.TextOptions(tokenizer=vocab), quiet=True)
+        texts = {}
+        for profile in profiles:
+            corpus = os.path.join(root, f"corpus-{profile}")
+            if not os.path.isdir(corpus):
+                make_corpus(corpus, args.text_mb, length=profile)
+            texts[profile] = (corpus, os.path.join(root, f"text-{profile}"))
+            shutil.rmtree(texts[profile][1], ignore_errors=True)
+            feedgpu.convert_text(
+                corpus, texts[profile][1], feedgpu.TextOptions(tokenizer=vocab), quiet=True
+            )
         image_runs: dict[str, list[float]] = {}
-        text_runs: dict[str, list[float]] = {}
+        text_runs: dict[str, dict[str, list[float]]] = {p: {} for p in profiles}
         for r in range(args.rounds):
             for k, v in image_rates(out, args.batch).items():
                 image_runs.setdefault(k, []).append(v)
-            tokens = feedgpu.read_manifest(text).to_json()["text"]["tokens"]  # an epoch's worth
-            for k, v in text_rates(corpus, text, vocab, args.text_batch, tokens).items():
-                text_runs.setdefault(k, []).append(v)
-            print(
-                f"round {r + 1}: "
-                + ", ".join(f"{k} {v[-1]:.0f} img/s" for k, v in image_runs.items())
-                + "; "
-                + ", ".join(f"{k} {v[-1] / 1e6:.2f} M tok/s" for k, v in text_runs.items()),
-                file=sys.stderr,
+            line = ", ".join(f"{k} {v[-1]:.0f} img/s" for k, v in image_runs.items())
+            for profile, (corpus, text) in texts.items():
+                tokens = feedgpu.read_manifest(text).text.tokens  # an epoch's worth
+                for k, v in text_rates(corpus, text, vocab, args.text_batch, tokens).items():
+                    text_runs[profile].setdefault(k, []).append(v)
+                line += f"; {profile}: " + ", ".join(
+                    f"{k} {v[-1] / 1e6:.2f} M tok/s" for k, v in text_runs[profile].items()
+                )
+            print(f"round {r + 1}: {line}", file=sys.stderr)
+        med = {k: statistics.median(v) for k, v in image_runs.items()}
+        text_results = []
+        for profile, (_, text) in texts.items():
+            stats = feedgpu.read_manifest(text).text
+            counts = stats.length_counts  # longer ones are truncated: no padding
+            spec = feedgpu.PipelineSpec.for_dataset(text)
+            tm = {k: round(statistics.median(v), 1) for k, v in text_runs[profile].items()}
+            text_results.append(
+                TextRates(
+                    profile=profile,
+                    documents=stats.documents,
+                    tokens=stats.tokens,
+                    width=spec.max_length,
+                    ours_tok_s=tm["ours"],
+                    ours_cold_tok_s=tm["ours_cold"],
+                    fast_wordpiece_tok_s=tm["fast"],
+                    hf_py_function_tok_s=tm["hf"],
+                    floor_tok_s=tm["floor"],
+                    waste_fixed=round(padding_waste(counts, [spec.max_length]), 4),
+                    waste_bucketed=round(padding_waste(counts, list(spec.bucket_boundaries)), 4),
+                )
             )
-        manifest = feedgpu.read_manifest(text).to_json()
-        counts = manifest["text"]["length_counts"]  # longer ones are truncated to 512: no padding
-        spec = feedgpu.PipelineSpec.for_dataset(text, max_length=512)
-        med = {
-            k: statistics.median(v)
-            for k, v in {**image_runs, **{f"t_{k}": v for k, v in text_runs.items()}}.items()
-        }
         result = PipelineBenchResult(
             images=args.images,
             ceiling_img_s=round(med["ceiling"], 1),
@@ -280,13 +337,7 @@ def main(argv: Sequence[str] | None = None) -> PipelineBenchResult:
             naive_img_s=round(med["naive"], 1),
             tfds_img_s=round(med["tfds"], 1),
             ours_img_s=round(med["ours"], 1),
-            text_tokens=manifest["text"]["tokens"],
-            ours_tok_s=round(med["t_ours"], 1),
-            ours_cold_tok_s=round(med["t_ours_cold"], 1),
-            fast_wordpiece_tok_s=round(med["t_fast"], 1),
-            hf_py_function_tok_s=round(med["t_hf"], 1),
-            waste_fixed=round(padding_waste(counts, [512]), 4),
-            waste_bucketed=round(padding_waste(counts, list(spec.bucket_boundaries)), 4),
+            text=text_results,
         )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -296,22 +347,34 @@ def main(argv: Sequence[str] | None = None) -> PipelineBenchResult:
         f"(c) TFDS {r.tfds_img_s:.0f}  (d) ours {r.ours_img_s:.0f} "
         f"(first epoch of a fresh pipeline {r.ours_cold_img_s:.0f})"
     )
-    print(
-        f"M tokens/s: ours {r.ours_tok_s / 1e6:.2f} (first epoch from disk "
-        f"{r.ours_cold_tok_s / 1e6:.2f})  fast WordPiece on the fly "
-        f"{r.fast_wordpiece_tok_s / 1e6:.2f}  HF py_function {r.hf_py_function_tok_s / 1e6:.2f}"
-    )
-    print(
-        f"padding waste: fixed 512 {r.waste_fixed:.1%}, bucketed {r.waste_bucketed:.1%} "
-        "(target <= 10%)"
-    )
+    for t in r.text:
+        print(
+            f"{t.profile} ({t.documents} documents, {t.tokens / t.documents:.0f} tokens each, "
+            f"padded to {t.width}): M tokens/s: ours {t.ours_tok_s / 1e6:.2f} (first epoch "
+            f"from disk {t.ours_cold_tok_s / 1e6:.2f})  fast WordPiece on the fly "
+            f"{t.fast_wordpiece_tok_s / 1e6:.2f}  HF py_function {t.hf_py_function_tok_s / 1e6:.2f}"
+            f"  floor {t.floor_tok_s / 1e6:.2f}; k documents/s: ours "
+            f"{t.docs_s(t.ours_tok_s) / 1e3:.0f}, on the fly "
+            f"{t.docs_s(t.fast_wordpiece_tok_s) / 1e3:.0f}, "
+            f"floor {t.docs_s(t.floor_tok_s) / 1e3:.0f}"
+        )
+        print(
+            f"{t.profile} padding waste: fixed {t.width} {t.waste_fixed:.1%}, bucketed "
+            f"{t.waste_bucketed:.1%} (target <= 10%)"
+        )
     print(json.dumps(asdict(r)))
+    text_targets = {"short": 3, "medium": 5, "long": 5}
     print(
         f"images: ours/(a) = {r.ours_img_s / r.ceiling_img_s:.2f}x (>= 0.9), "
         f"ours/(b) = {r.ours_img_s / r.naive_img_s:.2f}x (>= 2), "
-        f"ours/(c) = {r.ours_img_s / r.tfds_img_s:.2f}x (>= 1.1); "
-        f"text: ours/(b) = {r.ours_tok_s / r.fast_wordpiece_tok_s:.1f}x (>= 5), "
-        f"ours/(c) = {r.ours_tok_s / r.hf_py_function_tok_s:.1f}x (>= 30)"
+        f"ours/(c) = {r.ours_img_s / r.tfds_img_s:.2f}x (>= 1.1); text: "
+        + "; ".join(
+            f"{t.profile} ours/(b) = {t.ours_tok_s / t.fast_wordpiece_tok_s:.1f}x "
+            f"(>= {text_targets.get(t.profile, 5)}), ours/(c) = "
+            f"{t.ours_tok_s / t.hf_py_function_tok_s:.1f}x (>= 30), "
+            f"floor/(b) = {t.floor_tok_s / t.fast_wordpiece_tok_s:.1f}x"
+            for t in r.text
+        )
     )
     return result
 

@@ -31,13 +31,19 @@ def test_bench_convert_images_smoke(tmp_path: Path, capsys) -> None:
 
 def test_bench_convert_text_smoke(capsys) -> None:
     bench = load("bench_convert_text")
-    result = bench.main(["--mb", "0.3", "--rounds", "1", "--vocab-size", "300"])
-    assert result.tokens > 0 and result.documents > 0
-    assert result.ceiling_tok_s > 0 and result.plain_tok_s > 0 and result.ours_tok_s > 0
-    assert result.threads_tok_s and result.threads_tok_s > 0
+    results = bench.main(
+        ["--mb", "0.3", "--rounds", "1", "--vocab-size", "300", "--lengths", "short,real"]
+    )
+    assert [r.profile for r in results] == ["short", "real"]
+    for result in results:
+        assert result.tokens > 0 and result.documents > 0
+        assert result.ceiling_tok_s > 0 and result.plain_tok_s > 0 and result.ours_tok_s > 0
+        assert result.threads_tok_s and result.threads_tok_s > 0
     last = capsys.readouterr().out.splitlines()[-1]
-    assert "ours/(b) =" in last and "ours/(a') =" in last
-    bpe = bench.main(["--mb", "0.2", "--rounds", "1", "--vocab-size", "300", "--bpe"])
+    assert "worst ours/(a) =" in last and "ours/(a') =" in last
+    (bpe,) = bench.main(
+        ["--mb", "0.2", "--rounds", "1", "--vocab-size", "300", "--bpe", "--lengths", "medium"]
+    )
     assert bpe.tokenizer == "bpe" and bpe.ours_tok_s > 0 and bpe.threads_tok_s is None
 
 
@@ -58,8 +64,28 @@ def test_bench_pipeline_smoke(tmp_path: Path, capsys) -> None:
         ]
     )
     assert result.ours_img_s > 0 and result.tfds_img_s > 0 and result.naive_img_s > 0
-    assert result.ours_tok_s > 0 and 0 <= result.waste_bucketed <= result.waste_fixed
-    assert capsys.readouterr().out.splitlines()[-1].startswith("images: ours/(a) =")
+    assert [t.profile for t in result.text] == ["medium", "short"]
+    for t in result.text:
+        assert t.ours_tok_s > 0 and t.floor_tok_s > 0 and t.fast_wordpiece_tok_s > 0
+        assert 0 <= t.waste_bucketed <= t.waste_fixed
+    short, medium = result.text[1], result.text[0]
+    assert short.tokens / short.documents < medium.tokens / medium.documents
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("images: ours/(a) =") and "short ours/(b) =" in last
+
+
+def test_bench_memory_smoke(tmp_path: Path, capsys) -> None:
+    bench = load("bench_memory")
+    rows = bench.main(
+        ["--images", "8", "--mb", "0.1", "--vocab-size", "300", "--data", str(tmp_path)]
+    )
+    assert [(r.command, r.size) for r in rows] == [
+        ("images", "1x"), ("text", "1x"), ("images", "4x"), ("text", "4x")
+    ]  # fmt: skip
+    # The text converter's process holds TensorFlow (hundreds of MB); the sampler saw it.
+    assert all(r.largest_process_mb > 100 for r in rows if r.command == "text")
+    assert all(r.tree_peak_mb >= r.largest_process_mb for r in rows)
+    assert "text: 4x/1x =" in capsys.readouterr().out.splitlines()[-1]
 
 
 def test_bench_verdict_smoke(capsys) -> None:
