@@ -70,7 +70,7 @@ def _cached_mb() -> float:
 @contextlib.contextmanager
 def switched_off(trick: str) -> Iterator[None]:
     """The trick replaced by its plain equivalent until the block ends."""
-    from feedgpu.convert import run
+    from feedgpu.convert import heap
     from feedgpu.converters import text_chunks, text_sources
     from feedgpu.format import records
 
@@ -88,7 +88,7 @@ def switched_off(trick: str) -> Iterator[None]:
             get_threshold=gc.get_threshold,
             set_threshold=lambda *a: None,
         )
-        patch(run, "gc", inert)
+        patch(heap, "gc", inert)
     elif trick == "crc_heads":
 
         class Forgetful(dict):  # type: ignore[type-arg]

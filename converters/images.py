@@ -18,6 +18,7 @@ from typing import Any
 
 from feedgpu import storage
 from feedgpu.convert.commit import Progress
+from feedgpu.convert.heap import heap_frozen
 from feedgpu.convert.plan import ShardTask, Skip, SkipItem, default_workers, plan_shards
 from feedgpu.convert.pool import ItemShardBody, ShardPool
 from feedgpu.convert.run import (
@@ -26,7 +27,6 @@ from feedgpu.convert.run import (
     RunOutput,
     ShardRunner,
     check_runner,
-    heap_frozen,
     write_dataset,
 )
 from feedgpu.converters.listing import (

@@ -12,12 +12,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
+from feedgpu.convert.heap import heap_frozen
 from feedgpu.convert.plan import ShardTask, Skip, count_shards, default_workers
 from feedgpu.convert.run import (
     ConversionReport,
     DatasetPlan,
     check_runner,
-    heap_frozen,
     write_dataset,
 )
 from feedgpu.converters.listing import (

@@ -52,12 +52,10 @@ if TYPE_CHECKING:
     from feedgpu.converters.text import TextOptions, TextSource
 
 logger = logging.getLogger(__name__)
-# Documents a tokenizer thread takes at once. Each batch costs two graph calls and their
-# Python around them; with two threads a core, 1024 beat 512 by ~6% (0.77 vs 0.82 s on the
-# 50 MB corpus, 3 x 4 runs alternating) and 2048 was no better.
+# Documents a tokenizer thread takes at once: with two threads a core, 1024 beat 512 by ~6%
+# (0.77 vs 0.82 s on the 50 MB corpus, 3 x 4 runs alternating); 2048 was no better.
 BATCH_DOCS = 1024
-# What a chunk's marker records; a marker of another format (an older feedgpu) is redone.
-# 3: documents routed to shards by SipHash (`text_examples.route`), not SHA-256.
+# A chunk marker of another format (an older feedgpu) is redone. 3: shards by SipHash.
 CHUNK_FORMAT = 3
 
 

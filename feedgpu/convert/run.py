@@ -7,15 +7,13 @@ dataset; one with a work folder is an interrupted run that the same command resu
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
 import json
 import logging
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -178,30 +176,6 @@ def _prepare(plan: DatasetPlan, overwrite: bool) -> bool:
     storage.makedirs(storage.join(out, WORK_DIR))
     fmt.write_json(storage.join(out, WORK_DIR, "plan.json"), {"fingerprint": plan.fingerprint})
     return False
-
-
-@contextlib.contextmanager
-def heap_frozen() -> Iterator[None]:
-    """Keep the objects that exist now (TensorFlow's, a notebook's) out of garbage collection
-    until the block ends; converters run inside it.
-
-    A conversion allocates millions of short-lived objects, so collections come often, and a
-    full one traverses every object in the process, TensorFlow's included: a real share of a
-    short-document text conversion (benchmarks/RESULTS.md, "tricks"). Frozen objects are not
-    scanned, and young collections are made rarer; both are undone after, unless the caller had
-    frozen objects itself.
-    """
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    thresholds = gc.get_threshold()
-    gc.set_threshold(max(thresholds[0], 20_000), *thresholds[1:])  # young ones: rarer too
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
 
 
 def _finalize(plan: DatasetPlan, results: Sequence[ShardResult], output: RunOutput) -> Manifest:
