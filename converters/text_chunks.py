@@ -26,10 +26,9 @@ from feedgpu.convert.commit import WORK_DIR, Progress, write_shard
 from feedgpu.convert.plan import ShardTask, Skip
 from feedgpu.convert.run import DatasetPlan, RunOutput
 from feedgpu.converters.listing import (
-    check_strict,
-    hash_split,
     parse_split_fractions,
 )
+from feedgpu.converters.text_batches import Batch, Labels, iter_batches
 from feedgpu.converters.text_examples import (
     BuiltExamples,
     ExampleBuilder,
@@ -52,9 +51,6 @@ if TYPE_CHECKING:
     from feedgpu.converters.text import TextOptions, TextSource
 
 logger = logging.getLogger(__name__)
-# Documents a tokenizer thread takes at once: with two threads a core, 1024 beat 512 by ~6%
-# (0.77 vs 0.82 s on the 50 MB corpus, 3 x 4 runs alternating); 2048 was no better.
-BATCH_DOCS = 1024
 # A chunk marker of another format (an older feedgpu) is redone. 3: shards by SipHash.
 CHUNK_FORMAT = 3
 
@@ -76,9 +72,9 @@ class TextRunner:
     ) -> None:
         self.plan, self.sources, self.chunks = plan, sources, chunks
         self.tok, self.options = tokenizer, options
-        self.label_index = {name: i for i, name in enumerate(label_names)}
+        fractions = parse_split_fractions(options.split) if options.split else {"train": 1.0}
+        self.labels = Labels(fractions, {name: i for i, name in enumerate(label_names)})
         self.workers, self.strict = workers, strict
-        self.fractions = parse_split_fractions(options.split) if options.split else {"train": 1.0}
         before, after = tokenizer.special_ids() if options.special else ([], [])
         self.before, self.after = before, after
         self.examples: ExampleBuilder | None = None  # one example per document: built in-graph
@@ -118,15 +114,15 @@ class TextRunner:
         self.__dict__.update(state, _hf_lock=threading.Lock())
 
     # -- routing ---------------------------------------------------------------------------
-    def _shards(self, items: list[tuple[Document, str, int | None]]) -> Any:
+    def _shards(self, doc_ids: Any, splits: list[str]) -> Any:
         """Each document's shard, as an index into `names` (int64 numpy)."""
         import numpy as np
 
-        hashed = route([doc.doc_id for doc, _, _ in items], self._route_key)
+        hashed = route(doc_ids, self._route_key)
         if len(self._split_shards) == 1:
             first, count = next(iter(self._split_shards.values()))
             return (hashed % np.uint64(count)).astype(np.int64) + first
-        placed = np.array([self._split_shards[split] for _, split, _ in items], np.int64)
+        placed = np.array([self._split_shards[split] for split in splits], np.int64)
         return (hashed % placed[:, 1].astype(np.uint64)).astype(np.int64) + placed[:, 0]
 
     def _documents(self, chunk: list[int]) -> Iterator[tuple[Document | Skip, TextSource]]:
@@ -163,27 +159,25 @@ class TextRunner:
         self.parity = compare_paths(self.tok, documents, corpus_bytes)
         self.use_fast = self.parity["path"] == "fast_wordpiece"
 
-    def _encode(self, items: list[tuple[Document, str, int | None]], fast: bool) -> Any:
+    def _encode(self, batch: Batch, fast: bool) -> Any:
         """A batch's shards and tokens, and its examples when each document makes exactly one.
 
         Runs on a worker thread: the steps are graph calls (or HF's), mostly without the GIL.
         """
-        shards = self._shards(items)
-        values, lengths = self._tokenize(
-            [doc.text for doc, _, _ in items], fast, [doc.plain for doc, _, _ in items]
-        )
+        import tensorflow as tf
+
+        names = tf.constant(batch.doc_ids, tf.string)  # for routing and for the examples
+        shards = self._shards(names, batch.splits)
+        values, lengths = self._tokenize(batch.texts, fast, batch.plain)
         if self.examples is None:
             return shards, (values, lengths)
         labels = None
-        if self.examples.labelled:  # every document has one (run_chunk); the builder checks
-            labels = [label for _, _, label in items if label is not None]
-        doc_ids = [doc.doc_id for doc, _, _ in items]
-        return shards, self.examples(values, lengths, doc_ids, labels)
+        if self.examples.labelled:  # every document has one (iter_batches); the builder checks
+            labels = [label for label in batch.labels if label is not None]
+        return shards, self.examples(values, lengths, names, labels)
 
     # -- examples --------------------------------------------------------------------------
-    def _emit(
-        self, writer: ChunkWriter, doc: Document, key: str, label: int | None, ids: Any
-    ) -> int:
+    def _emit(self, writer: ChunkWriter, doc_id: str, key: str, label: int | None, ids: Any) -> int:
         """One document's windows (--stride) or its ids into the packer (--pack)."""
         import numpy as np
 
@@ -191,7 +185,7 @@ class TextRunner:
         full = len(self.before) + len(content) + len(self.after)
         unknown = int((content == self.tok.unk_id).sum()) if self.tok.unk_id is not None else 0
         writer.count_document(key, full, unknown)
-        extra: dict[str, Any] = {"doc_id": doc.doc_id}
+        extra: dict[str, Any] = {"doc_id": doc_id}
         if label is not None:
             extra["label"] = label
         budget = (self.options.max_length or 0) - len(self.before) - len(self.after)
@@ -212,7 +206,7 @@ class TextRunner:
             writer.add(key, ids_out, dict(extra))
         return full
 
-    def _emit_batch(self, writer: ChunkWriter, items: list[Any], encoded: Any) -> int:
+    def _emit_batch(self, writer: ChunkWriter, batch: Batch, encoded: Any) -> int:
         """A batch's examples into their shards' pieces, with its statistics."""
         import numpy as np
 
@@ -220,10 +214,8 @@ class TextRunner:
         if not isinstance(built, BuiltExamples):  # windows or packing: per document
             per_doc = per_text_ids(*built)
             keys = [self.names[i] for i in shards.tolist()]
-            return sum(
-                self._emit(writer, doc, key, label, ids)
-                for (doc, _, label), key, ids in zip(items, keys, per_doc, strict=True)
-            )
+            rows = zip(batch.doc_ids, keys, batch.labels, per_doc, strict=True)
+            return sum(self._emit(writer, *row) for row in rows)
         limit = self.options.max_length
         full = built.full_lengths
         writer.count_batch(
@@ -245,7 +237,6 @@ class TextRunner:
         writer = ChunkWriter(tmp, self.options.pack, self.pad_id)
         skips: list[Skip] = []
         tokens = 0
-        batch: list[tuple[Document, str, int | None]] = []
         fast_used = False
         reported = [0, 0]  # documents and tokens shown by the progress bar, for a redo
 
@@ -272,32 +263,17 @@ class TextRunner:
         with ThreadPoolExecutor(2 * max(1, self.workers)) as pool:
             pending: list[Any] = []
 
-            def submit(items: list[tuple[Document, str, int | None]]) -> None:
+            def submit(items: Batch) -> None:
                 nonlocal fast_used
                 fast = self.use_fast  # read once: the parity verdict may land meanwhile
                 fast_used |= fast
                 pending.append((items, pool.submit(self._encode, items, fast)))
 
-            for doc, source in self._documents(self.chunks[index]):
-                if isinstance(doc, Skip):
-                    check_strict([doc], self.strict)
-                    skips.append(doc)
-                    continue
-                split = source.split or hash_split(doc.doc_id, self.fractions)
-                label_name = doc.label if doc.label is not None else source.label
-                if self.label_index and label_name is None:  # a labelled dataset: all or none
-                    skip = Skip(doc.doc_id, "no label", "labelled dataset, document has none")
-                    check_strict([skip], self.strict)
-                    skips.append(skip)
-                    continue
-                label = self.label_index[label_name] if label_name is not None else None
-                batch.append((doc, split, label))
-                if len(batch) >= BATCH_DOCS:
-                    items, batch = batch, []
-                    submit(items)
-                    tokens += emit_ready(pending, 4 * self.workers)
-            if batch:
+            files = [self.sources[i] for i in self.chunks[index]]
+            batches = iter_batches(files, self.options.read, self.labels, skips, self.strict)
+            for batch in batches:
                 submit(batch)
+                tokens += emit_ready(pending, 4 * self.workers)
             tokens += emit_ready(pending, 0)
         pieces = writer.close()
         if self._parity is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import itertools
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -62,7 +61,7 @@ class ExampleBuilder:
         self.unk_id = unk_id
 
     def __call__(
-        self, values: Any, lengths: Any, doc_ids: list[str], labels: list[int] | None
+        self, values: Any, lengths: Any, doc_ids: Any, labels: list[int] | None
     ) -> BuiltExamples:
         """Examples of a batch; values are the documents' ids concatenated (int64 numpy)."""
         import numpy as np
@@ -107,7 +106,7 @@ class ExampleBuilder:
         return flat
 
 
-def _serialize(ids: Any, sizes: Any, doc_ids: list[str], labels: list[int] | None) -> list[bytes]:
+def _serialize(ids: Any, sizes: Any, doc_ids: Any, labels: list[int] | None) -> list[bytes]:
     """`tf.train.Example`s of {doc_id, input_ids, length[, label]}, one graph call a batch."""
     import numpy as np
     import tensorflow as tf
@@ -132,7 +131,7 @@ def _serialize(ids: Any, sizes: Any, doc_ids: list[str], labels: list[int] | Non
         tf.constant(ids),
         tf.constant(np.asarray(sizes, np.int64)),
         tf.constant(nbytes),
-        tf.constant(doc_ids, tf.string),
+        tf.convert_to_tensor(doc_ids, tf.string),
         tf.constant(np.asarray(labels or [], np.int64)),
     )
     return list(records.numpy().tolist())
@@ -218,7 +217,7 @@ def route_key(seed: int) -> list[int]:
     return [int.from_bytes(digest[i : i + 8], "big") >> 1 for i in (0, 8)]
 
 
-def route(doc_ids: list[str], key: list[int]) -> Any:
+def route(doc_ids: Any, key: list[int]) -> Any:
     """Each document's 62-bit keyed hash of its id (uint64 numpy), which picks its shard.
 
     One op per batch (SipHash-2-4, without the GIL) on the tokenizer threads. Per document in
@@ -229,7 +228,8 @@ def route(doc_ids: list[str], key: list[int]) -> Any:
     import numpy as np
     import tensorflow as tf
 
-    hashed = tf.strings.to_hash_bucket_strong(tf.constant(doc_ids, tf.string), 1 << 62, key)
+    names = tf.convert_to_tensor(doc_ids, tf.string)  # a list of str, or a tensor of them
+    hashed = tf.strings.to_hash_bucket_strong(names, 1 << 62, key)
     return hashed.numpy().astype(np.uint64)
 
 
@@ -237,9 +237,13 @@ def flat_ids(per_text: Sequence[Any]) -> tuple[Any, Any]:
     """Id lists as (their concatenation, their lengths), int64 numpy."""
     import numpy as np
 
-    lengths = np.fromiter((len(ids) for ids in per_text), np.int64, len(per_text))
-    values = np.fromiter(itertools.chain.from_iterable(per_text), np.int64, int(lengths.sum()))
-    return values, lengths
+    lengths = np.fromiter(map(len, per_text), np.int64, len(per_text))
+    if not per_text:
+        return np.zeros(0, np.int64), lengths
+    # One array per text, then one concatenation: iterating the ids one by one (numpy views
+    # among them after a redo) cost 0.3 s of a 30 MB real-like conversion.
+    values = np.concatenate([np.asarray(ids, np.int64) for ids in per_text])
+    return values.astype(np.int64, copy=False), lengths
 
 
 def per_text_ids(values: Any, lengths: Any) -> list[Any]:

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import glob
 import gzip
+import itertools
 import json
+import operator
 import os
 import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -145,6 +147,19 @@ def input_bytes(f: SourceFile) -> int:
 
 def iter_documents(file: SourceFile, options: ReadOptions) -> Iterator[Document | Skip]:
     """Documents of one file, in order, with a Skip for each one that cannot be used."""
+    return cast(Iterator[Document | Skip], _read(file, options, blocks=False))
+
+
+def iter_blocks(
+    file: SourceFile, options: ReadOptions
+) -> Iterator[Document | Skip | DocumentBlock]:
+    """`iter_documents`, with runs of usual unlabelled JSON lines as `DocumentBlock`s."""
+    return _read(file, options, blocks=True)
+
+
+def _read(
+    file: SourceFile, options: ReadOptions, blocks: bool
+) -> Iterator[Document | Skip | DocumentBlock]:
     name = file.rel.lower().removesuffix(".gz")
     is_json = name.endswith((".jsonl", ".ndjson"))
     try:
@@ -163,27 +178,82 @@ def iter_documents(file: SourceFile, options: ReadOptions) -> Iterator[Document 
             else:
                 yield Document(file.rel, text)
             return
+        if is_json and blocks and options.label_field is None:
+            yield from _json_blocks(_chain(first, lines), file.rel, options)
+            return
         for number, line in enumerate(_chain(first, lines), 1):
-            if not line or line.isspace():
-                continue  # blank lines separate documents; they are not documents
-            where = f"{file.rel}:{number}"
-            if is_json:
-                try:  # the usual line: valid UTF-8 and JSON, parsed at once (orjson, in C)
-                    row = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    row = None  # the exact reason comes from the careful path below
-                if row is not None:
-                    yield _json_row(row, where, options, line)
-                    continue
-            text = _decode(line, where, options.encoding_errors)
-            if isinstance(text, Skip):
-                yield text
-            elif is_json:
-                yield _json_document(text, where, options)
-            else:
-                yield Document(where, text.rstrip("\r\n"))
+            found = _line_document(line, f"{file.rel}:{number}", is_json, options)
+            if found is not None:
+                yield found
     except (OSError, EOFError, zlib.error) as e:
         yield Skip(file.rel, "unreadable", f"{type(e).__name__}: {e} (documents before it kept)")
+
+
+def _line_document(
+    line: bytes, where: str, is_json: bool, options: ReadOptions
+) -> Document | Skip | None:
+    """One line's document (None for a blank line: blank lines separate documents)."""
+    if not line or line.isspace():
+        return None
+    if is_json:
+        try:  # the usual line: valid UTF-8 and JSON, parsed at once (orjson, in C)
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            row = None  # the exact reason comes from the careful path below
+        if row is not None:
+            return _json_row(row, where, options, line)
+    text = _decode(line, where, options.encoding_errors)
+    if isinstance(text, Skip):
+        return text
+    if is_json:
+        return _json_document(text, where, options)
+    return Document(where, text.rstrip("\r\n"))
+
+
+@dataclass(frozen=True)
+class DocumentBlock:
+    """Consecutive usual lines of one JSONL file as columns: ids, texts, plain (see Document).
+
+    On short documents the reading thread is what a conversion waits for, and a Document per
+    line (its own parse, checks and object) was most of that thread's work; a block is read
+    with a few C-level passes over up to BLOCK_LINES lines.
+    """
+
+    doc_ids: list[str]
+    texts: list[str]
+    plain: list[bool]
+
+
+BLOCK_LINES = 4096
+
+
+def _json_blocks(
+    lines: Iterator[bytes], rel: str, options: ReadOptions
+) -> Iterator[DocumentBlock | Document | Skip]:
+    """Unlabelled JSON lines in blocks; a block with any unusual line (blank, malformed, not an
+    object, no non-blank string text) is read line by line instead, as `iter_documents` does."""
+    get, prefix, number = operator.itemgetter(options.text_field), f"{rel}:", 1
+    while block := list(itertools.islice(lines, BLOCK_LINES)):
+        try:
+            texts = list(map(get, map(orjson.loads, block)))
+            usual = set(map(type, texts)) == {str} and all(texts)
+            usual = usual and not any(map(str.isspace, texts))
+        except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
+            usual = False
+        if usual:
+            raw = b"".join(block)  # ASCII with no escape and no DEL: every text is plain
+            plain = raw.isascii() and b"\\" not in raw and b"\x7f" not in raw
+            yield DocumentBlock(
+                list(map(prefix.__add__, map(str, range(number, number + len(block))))),
+                texts,
+                [True] * len(block) if plain else list(map(_plain_json, texts, block)),
+            )
+        else:
+            for offset, line in enumerate(block):
+                found = _line_document(line, f"{rel}:{number + offset}", True, options)
+                if found is not None:
+                    yield found
+        number += len(block)
 
 
 def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:

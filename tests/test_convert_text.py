@@ -416,6 +416,43 @@ def test_json_lines_edge_cases_read_as_the_standard_library_reads_them(tmp_path:
     ]
 
 
+def test_blocks_of_json_lines_are_the_same_documents_as_line_by_line(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Runs of usual JSON lines are read as column blocks; every document, id, plain mark and
+    skip must be what the line-by-line reader gives, whatever unusual lines a block holds."""
+    import random
+
+    from feedgpu.converters import text_sources
+    from feedgpu.converters.listing import SourceFile
+
+    rng = random.Random(3)
+    unusual = [b"", b"   ", b"null", b"[1, 2]", b'{"text": ""}', b'{"text": "  "}', b"{bad"]
+    unusual += [b'{"other": "x"}', b'{"text": 5}', b'{"text": "bad \xff"}']
+    unusual += [b'{"text": "caf\xc3\xa9"}', b'{"text": "esc\\u0001"}', b'{"text": "x\x7fdel"}']
+    lines = []
+    for i in range(300):
+        usual = json.dumps({"text": f"doc {i} " + "word " * rng.randint(0, 5)}).encode()
+        lines.append(rng.choice(unusual) if rng.random() < 0.05 else usual)
+    (tmp_path / "a.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    source = SourceFile("a.jsonl", str(tmp_path / "a.jsonl"), 0, 0)
+    options = text_sources.ReadOptions()
+    monkeypatch.setattr(text_sources, "BLOCK_LINES", 16)  # many blocks, some unusual
+    expected = list(text_sources.iter_documents(source, options))
+    found, blocks = [], 0
+    for item in text_sources.iter_blocks(source, options):
+        if isinstance(item, text_sources.DocumentBlock):
+            blocks += 1
+            found += map(text_sources.Document, item.doc_ids, item.texts, [None] * 16, item.plain)
+        else:
+            found.append(item)
+    assert found == expected
+    assert [getattr(d, "plain", None) for d in found] == [
+        getattr(d, "plain", None) for d in expected
+    ]
+    assert 3 <= blocks < 300 // 16  # some blocks whole, the ones with unusual lines not
+
+
 def test_documents_marked_plain_are_exactly_the_ones_the_fast_path_gets_right(
     tmp_path: Path,
 ) -> None:
