@@ -55,6 +55,8 @@ class ChunkWriter:
         """A batch's records, each onto the piece of its shard (an index into names), in order."""
         import numpy as np
 
+        if not len(shards):
+            return
         order = np.argsort(shards, kind="stable")
         ordered = shards[order]
         cuts = (np.flatnonzero(np.diff(ordered)) + 1).tolist()
