@@ -222,8 +222,8 @@ def route(doc_ids: Any, key: list[int]) -> Any:
 
     One op per batch (SipHash-2-4, without the GIL) on the tokenizer threads. Per document in
     Python (SHA-256 and the Python around it) it ran on the reading thread, which short
-    documents keep busy: with the statistics counted per batch, 1.74 -> 1.55 s for 30 MB of
-    ~45-token documents (benchmarks/RESULTS.md, 2026-12-01).
+    documents keep busy: with the statistics counted per batch, 1.75 -> 1.61 s (medians of 3
+    alternating pairs) for 30 MB of ~45-token documents (benchmarks/RESULTS.md, 2026-12-01).
     """
     import numpy as np
     import tensorflow as tf

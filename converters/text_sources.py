@@ -1,7 +1,8 @@
 """Text corpora as documents: .txt (a document per file or per line), .jsonl, gzip, class folders.
 
-Reading is streamed: a file is never held in memory beyond the document being read. Every
-document is yielded or reported as a `Skip` with its file and line.
+Reading is streamed: a file is never held in memory beyond the document being read, or a block
+of JSON lines (at most BLOCK_BYTES, or one line if longer). Every document is yielded or
+reported as a `Skip` with its file and line.
 """
 
 from __future__ import annotations
@@ -215,8 +216,8 @@ class DocumentBlock:
     """Consecutive usual lines of one JSONL file as columns: ids, texts, plain (see Document).
 
     On short documents the reading thread is what a conversion waits for, and a Document per
-    line (its own parse, checks and object) was most of that thread's work; a block is read
-    with a few C-level passes over up to BLOCK_LINES lines.
+    line (its own parse, checks and object) was about half of that thread's work; a block is
+    read with a few C-level passes over its lines.
     """
 
     doc_ids: list[str]
@@ -225,6 +226,22 @@ class DocumentBlock:
 
 
 BLOCK_LINES = 4096
+BLOCK_BYTES = 4 << 20  # long documents: fewer lines a block, so memory stays bounded
+
+
+def _take_block(lines: Iterator[bytes]) -> list[bytes]:
+    """The next lines, up to BLOCK_LINES and about BLOCK_BYTES: taken in steps sized from the
+    lines seen so far, so a block of book-length lines holds a few, not thousands."""
+    block: list[bytes] = []
+    size, step = 0, 1
+    while len(block) < BLOCK_LINES and size < BLOCK_BYTES:
+        part = list(itertools.islice(lines, min(step, BLOCK_LINES - len(block))))
+        if not part:
+            break
+        block += part
+        size += sum(map(len, part))
+        step = max(1, min(1024, (BLOCK_BYTES - size) * len(block) // max(1, size)))
+    return block
 
 
 def _json_blocks(
@@ -233,7 +250,7 @@ def _json_blocks(
     """Unlabelled JSON lines in blocks; a block with any unusual line (blank, malformed, not an
     object, no non-blank string text) is read line by line instead, as `iter_documents` does."""
     get, prefix, number = operator.itemgetter(options.text_field), f"{rel}:", 1
-    while block := list(itertools.islice(lines, BLOCK_LINES)):
+    while block := _take_block(lines):
         try:
             texts = list(map(get, map(orjson.loads, block)))
             usual = set(map(type, texts)) == {str} and all(texts)

@@ -453,6 +453,21 @@ def test_blocks_of_json_lines_are_the_same_documents_as_line_by_line(
     assert 3 <= blocks < 300 // 16  # some blocks whole, the ones with unusual lines not
 
 
+def test_blocks_of_long_lines_stay_within_their_byte_budget(monkeypatch) -> None:
+    """A block holds a few long lines, not thousands: reading stays streamed for books too."""
+    from feedgpu.converters import text_sources
+
+    monkeypatch.setattr(text_sources, "BLOCK_BYTES", 5000)
+    lines = iter([b"%04d" % i + b"x" * 996 for i in range(100)] + [b"short"] * 3000)
+    blocks = []
+    while block := text_sources._take_block(lines):
+        blocks.append(block)
+    assert [line[:4] for b in blocks for line in b][:100] == [b"%04d" % i for i in range(100)]
+    assert sum(map(len, blocks)) == 3100
+    assert all(sum(map(len, b)) <= 5000 for b in blocks[:20])  # the 1,000-byte lines
+    assert max(map(len, blocks)) <= text_sources.BLOCK_LINES
+
+
 def test_documents_marked_plain_are_exactly_the_ones_the_fast_path_gets_right(
     tmp_path: Path,
 ) -> None:
