@@ -11,8 +11,8 @@ WordPiece, (a'): the same graph called from a thread a core without tf.data. Wit
 `--bpe`, a byte-level BPE tokenizer.json: (a) is then HF `encode_batch` alone.
 All three run after TensorFlow is imported (the CLI pays that import once, ~7 s, reported apart).
 
-Each length profile (--lengths: short ~40 tokens a document, medium ~300, long ~2,000, real:
-lines of punctuated sentences) gets its own corpus and its own row.
+Each length profile (--lengths: short ~45 tokens a document, medium ~320, long ~2,400, real:
+~220 in lines of punctuated sentences) gets its own corpus and its own row.
 
 Usage: python benchmarks/bench_convert_text.py [--mb 50] [--rounds 3] [--lengths short,medium]
        [--bpe]
@@ -59,9 +59,9 @@ class TextBenchResult:
         return self.ours_tok_s / self.plain_tok_s
 
 
-# Words per document, as the (mu, sigma) of a lognormal: ~40 tokens (titles, queries,
-# dictionary entries), ~300 (the default), ~2,000 (articles); "real": ~150 tokens in several
-# lines of sentences with punctuation, digits, quotes and a little non-ASCII text.
+# Words per document, as the (mu, sigma) of a lognormal. With the default 8k vocabulary
+# (measured): ~45 tokens (titles, queries, dictionary entries), ~320, ~2,400 (articles);
+# "real": ~220 in lines of sentences with punctuation, digits, quotes, some non-ASCII text.
 LENGTHS = {"short": (3.2, 0.5), "medium": (5.0, 0.8), "long": (7.2, 0.5), "real": (4.4, 0.9)}
 _EXTRAS = ["café", "naïve", "Zürich", "—", "…", "“quoted”", "東京", "€5"]
 
