@@ -139,7 +139,6 @@ class TextRunner:
 
         plain: which texts are known to be plain (`Document.plain`), if known.
         """
-        import numpy as np
 
         if not fast:
             with self._hf_lock:
@@ -148,8 +147,8 @@ class TextRunner:
         if not redo:
             return values, lengths
         per_text = per_text_ids(values, lengths)
-        for i, exact in zip(redo, self.tok.encode_reference([texts[i] for i in redo]), strict=True):
-            per_text[i] = np.asarray(exact, dtype=np.int64)
+        for i, exact in zip(redo, self.tok.exact_ids([texts[i] for i in redo]), strict=True):
+            per_text[i] = exact
         return flat_ids(per_text)
 
     def check_parity(self) -> None:

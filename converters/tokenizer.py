@@ -2,9 +2,10 @@
 
 HF `tokenizers` is the reference for every model. WordPiece vocabularies also get a fast path,
 tensorflow-text's `FastBertTokenizer` (6.26 M tokens/s vs HF's 0.77-1.07 here, see
-benchmarks/RESULTS.md), used only for documents
-it tokenizes exactly as the reference does: the few that contain compatibility characters
-(ligatures, roman numerals), control characters or very long non-ASCII words go to HF.
+benchmarks/RESULTS.md), used only where it
+tokenizes exactly as the reference does: the few words with compatibility characters
+(ligatures, "…", roman numerals), control characters or over 100 bytes go to HF
+(`text_redo`).
 """
 
 from __future__ import annotations
@@ -14,20 +15,18 @@ import hashlib
 import itertools
 import json
 import os
-import re
 import threading
-import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from feedgpu.converters.text_examples import per_text_ids
+from feedgpu.converters.text_redo import needs_reference, word_runs
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import PAD_TOKENS, pad_token_id
 
 SPECIAL_WORDPIECE = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 SPECIAL_BPE = ("<pad>", "<unk>", "<s>", "</s>")
-_LONG_WORD = re.compile(r"\S{26,}")  # 26 chars can exceed 100 UTF-8 bytes
-_ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _PLAIN_ASCII = r"[\t\n\r\x20-\x7e]*"  # RE2: ASCII without those controls, never redone
 
 
@@ -147,29 +146,33 @@ class TextTokenizer:
         return 0, self.hf.id_to_token(0), "no pad or end-of-text token: id 0 (masked out)"
 
     def needs_reference(self, text: str) -> bool:
-        """True for documents the fast path might tokenize differently from HF.
+        """True for documents the fast path might tokenize differently from HF."""
+        return needs_reference(text, self.lowercase)
 
-        Decided per distinct character (a document has few), which keeps this cheap.
-        """
-        if text.isascii():
-            return _ASCII_CONTROL.search(text) is not None
-        for char in set(text):
-            if unicodedata.category(char)[0] == "C" and char not in "\t\n\r":
-                return True  # BERT's normaliser drops control and format characters
-            # tensorflow-text normalises with NFKD and full case folding (ß -> ss); HF with NFD
-            # and lower() (with a context-dependent final sigma).
-            if (
-                self.lowercase
-                and not char.isascii()
-                and (
-                    char == "Σ"
-                    or char.lower() != char.casefold()
-                    or unicodedata.normalize("NFKD", char) != unicodedata.normalize("NFD", char)
-                )
-            ):
-                return True
-        # HF counts a word's limit in characters, tensorflow-text in bytes.
-        return any(len(w) <= 100 < len(w.encode("utf-8")) for w in _LONG_WORD.findall(text))
+    def exact_ids(self, texts: Sequence[str]) -> list[Any]:
+        """HF's ids (int64 numpy, no special tokens) for texts `needs_reference` flagged,
+        with HF tokenizing only their odd words and the fast path the rest (`word_runs`)."""
+        import numpy as np
+
+        runs = [word_runs(text, self.lowercase) for text in texts]
+        fine = [run for text_runs in runs for odd, run in text_runs if not odd]
+        quick: list[Any] = []
+        if fine:
+            values, lengths, unsure = self.fast_ids(fine)
+            quick = per_text_ids(values, lengths)
+            redone = self.encode_reference([fine[i] for i in unsure])
+            for i, exact in zip(unsure, redone, strict=True):
+                quick[i] = exact  # none expected: each of their words passed alone
+        odd = [run for text_runs in runs for is_odd, run in text_runs if is_odd]
+        runs_ids: dict[bool, Any] = {
+            False: iter(quick),
+            True: iter(self.encode_reference(odd) if odd else []),
+        }
+        out = []
+        for text_runs in runs:
+            parts = [np.asarray(next(runs_ids[is_odd]), np.int64) for is_odd, _ in text_runs]
+            out.append(np.concatenate(parts) if parts else np.zeros(0, np.int64))
+        return out
 
     def fast(self) -> Any:
         """The tensorflow-text FastBertTokenizer for this vocabulary (imports TensorFlow)."""
