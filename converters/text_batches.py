@@ -6,6 +6,7 @@ one by one, each given its split and label index, or skipped with a reason.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -18,9 +19,15 @@ from feedgpu.converters.text_sources import Document, DocumentBlock, ReadOptions
 if TYPE_CHECKING:
     from feedgpu.converters.text import TextSource
 
-# Documents a tokenizer thread takes at once: with two threads a core, 1024 beat 512 by ~6%
-# (0.77 vs 0.82 s on the 50 MB corpus, 3 x 4 runs alternating); 2048 was no better.
-BATCH_DOCS = 1024
+# What a tokenizer thread takes at once: 8,192 documents or 2 MiB of text, whichever fills
+# first. Each batch costs ~2 ms beyond its documents (graph calls, tensors, GIL handoffs), so
+# 1,024 ~45-token documents a batch left a third of a short-document conversion to that;
+# by characters, a batch of long documents is no longer a tenth of the corpus (30 MB of
+# ~2,400-token documents made 3 batches for 4 threads). Medians of 6 alternating runs, 30 MB:
+# short 1.26 -> 0.92 s, real-like 1.08 -> 0.98, long 0.74 -> 0.51, medium 0.62 -> 0.61
+# (benchmarks/RESULTS.md, issue 16); 4 MiB was slower everywhere, 1 MiB between.
+BATCH_DOCS = 8192
+BATCH_CHARS = 2 << 20
 
 
 @dataclass
@@ -32,9 +39,13 @@ class Batch:
     plain: list[bool] = field(default_factory=list)
     splits: list[str] = field(default_factory=list)
     labels: list[int | None] = field(default_factory=list)
+    chars: int = 0  # of its texts
 
     def __len__(self) -> int:
         return len(self.doc_ids)
+
+    def full(self) -> bool:
+        return len(self.doc_ids) >= BATCH_DOCS or self.chars >= BATCH_CHARS
 
     def add(self, doc: Document, split: str, label: int | None) -> None:
         self.doc_ids.append(doc.doc_id)
@@ -42,6 +53,7 @@ class Batch:
         self.plain.append(doc.plain)
         self.splits.append(split)
         self.labels.append(label)
+        self.chars += len(doc.text)
 
     def add_block(self, block: DocumentBlock, start: int, end: int, split: str) -> None:
         """Documents start..end of a block, all in one split, unlabelled."""
@@ -50,6 +62,7 @@ class Batch:
         self.plain += block.plain[start:end]
         self.splits += [split] * (end - start)
         self.labels += [None] * (end - start)
+        self.chars += block.ends[end] - block.ends[start]
 
 
 @dataclass(frozen=True)
@@ -67,7 +80,8 @@ def iter_batches(
     skips: list[Skip],
     strict: bool,
 ) -> Iterator[Batch]:
-    """Sources' documents in batches of BATCH_DOCS (the last may be short); skips appended.
+    """Sources' documents in batches (BATCH_DOCS, BATCH_CHARS; the last may be short);
+    skips appended.
 
     Raises:
         InputError: a skip under --strict.
@@ -81,10 +95,16 @@ def iter_batches(
             if isinstance(found, DocumentBlock) and split and not label_index:
                 start, size = 0, len(found.doc_ids)
                 while start < size:  # whole blocks: no document by document
-                    end = min(size, start + BATCH_DOCS - len(batch))
+                    # Up to the document that fills the batch's characters, or its count.
+                    budget = found.ends[start] + BATCH_CHARS - batch.chars
+                    end = min(
+                        size,
+                        start + BATCH_DOCS - len(batch),
+                        bisect.bisect_left(found.ends, budget, start + 1),
+                    )
                     batch.add_block(found, start, end, split)
                     start = end
-                    if len(batch) >= BATCH_DOCS:
+                    if batch.full():
                         yield batch
                         batch = Batch()
                 continue
@@ -106,7 +126,7 @@ def iter_batches(
                     continue
                 label = label_index[label_name] if label_name is not None else None
                 batch.add(doc, split or hash_split(doc.doc_id, fractions), label)
-                if len(batch) >= BATCH_DOCS:
+                if batch.full():
                     yield batch
                     batch = Batch()
     if len(batch):

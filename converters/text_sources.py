@@ -7,6 +7,7 @@ reported as a `Skip` with its file and line.
 
 from __future__ import annotations
 
+import functools
 import glob
 import gzip
 import itertools
@@ -223,6 +224,11 @@ class DocumentBlock:
     doc_ids: list[str]
     texts: list[str]
     plain: list[bool]
+
+    @functools.cached_property
+    def ends(self) -> list[int]:
+        """Characters before each document and after the last (a 0 first): batches cut by size."""
+        return list(itertools.accumulate(map(len, self.texts), initial=0))
 
 
 BLOCK_LINES = 4096
