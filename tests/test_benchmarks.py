@@ -85,6 +85,7 @@ def test_bench_memory_smoke(tmp_path: Path, capsys) -> None:
     # The text converter's process holds TensorFlow (hundreds of MB); the sampler saw it.
     assert all(r.largest_process_mb > 100 for r in rows if r.command == "text")
     assert all(r.tree_peak_mb >= r.largest_process_mb for r in rows)
+    assert all(0 < r.tree_anon_peak_mb < r.tree_peak_mb for r in rows if r.command == "text")
     assert "text: 4x/1x =" in capsys.readouterr().out.splitlines()[-1]
 
 
