@@ -16,7 +16,9 @@ import functools
 import re
 import unicodedata
 
-_LONG_WORD = re.compile(r"\S{26,}")  # 26 chars can exceed 100 UTF-8 bytes
+# Words of 26 characters or more (26 can exceed 100 UTF-8 bytes), matched from their start
+# only: without the look-behind the search retries at each character (24 vs 13 us a document).
+_LONG_WORD = re.compile(r"(?<!\S)\S{26,}")
 _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # Whitespace to both tokenizers (unlike \x0b, \x0c, \x1c-\x1f: HF drops those as controls).
 _ASCII_SPACE = re.compile(r"[ \t\n\r]+")
