@@ -21,13 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from feedgpu.converters.text_examples import per_text_ids
-from feedgpu.converters.text_redo import needs_reference, word_runs
+from feedgpu.converters.text_redo import cleared_in_graph, needs_reference, word_runs
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import PAD_TOKENS, pad_token_id
 
 SPECIAL_WORDPIECE = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 SPECIAL_BPE = ("<pad>", "<unk>", "<s>", "</s>")
-_PLAIN_ASCII = r"[\t\n\r\x20-\x7e]*"  # RE2: ASCII without those controls, never redone
 
 
 @dataclass(frozen=True)
@@ -245,9 +244,10 @@ class TextTokenizer:
         @tf.function(input_signature=[texts, tf.TensorSpec([None], tf.bool)], autograph=False)
         def tokenize(batch: Any, known: Any) -> tuple[Any, Any, Any]:
             ragged = fast.tokenize(batch)
-            # Only the texts not known to be plain are scanned (RE2 costs ~7% of tokenizing).
+            # Only the texts not known to be plain are scanned (RE2 costs ~7% of tokenizing);
+            # the ones it clears are not checked in Python (`needs_reference`).
             unknown = tf.where(tf.logical_not(known))
-            checked = tf.strings.regex_full_match(tf.gather_nd(batch, unknown), _PLAIN_ASCII)
+            checked = cleared_in_graph(tf.gather_nd(batch, unknown), lowercase)
             plain = tf.tensor_scatter_nd_update(known, unknown, checked)
             return ragged.flat_values, ragged.row_lengths(), plain
 

@@ -64,3 +64,40 @@ def test_word_runs_send_only_the_odd_words_to_hf() -> None:
     assert word_runs("plain words only", lowercase=True) == [(False, "plain words only")]
     assert not needs_reference("ﬁve", lowercase=False)  # cased: no case folding to differ
     assert needs_reference("ring\x07", lowercase=False)  # controls differ either way
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_texts_cleared_in_graph_are_never_ones_python_would_check(lowercase: bool) -> None:
+    """RE2 clears most texts of the common scripts, so Python checks only the rest; a text it
+    clears that `needs_reference` flags would reach the fast path and get wrong ids."""
+    import tensorflow as tf
+
+    from feedgpu.converters.text_redo import (
+        CHECKED_BLOCKS,
+        FINE_BLOCKS,
+        _odd_char,
+        cleared_in_graph,
+    )
+
+    # The blocks taken whole hold no odd character under this Python's Unicode tables.
+    assert not any(_odd_char(chr(c), lowercase) for a, b in FINE_BLOCKS for c in range(a, b + 1))
+    rng = random.Random(11)
+    alphabet = [chr(c) for a, b in CHECKED_BLOCKS for c in range(a, b + 1, 7)]
+    alphabet += [chr(c) for a, b in FINE_BLOCKS for c in range(a, b + 1, 997)]
+    alphabet += list("abc XYZ.,\t\n\r")
+    alphabet += ["…", "ﬁ", "Σ", "ß", "\u200b", "\x07", "\x7f", "\U000e0001"]
+    texts = ["café au lait", "東京 日本語", "привет мир", "naïve ΟΔΟΣ", "é" * 30, "a…b"]
+    for _ in range(3000):
+        words = [
+            "".join(rng.choices(alphabet, k=rng.randint(1, 12))) for _ in range(rng.randint(1, 4))
+        ]
+        texts.append(" ".join(words))
+    cleared = cleared_in_graph(tf.constant(texts), lowercase).numpy().tolist()
+    wrongly = [
+        t for t, ok in zip(texts, cleared, strict=True) if ok and needs_reference(t, lowercase)
+    ]
+    assert not wrongly, wrongly[:3]
+    assert cleared[:3] == [True, True, True]  # accents, CJK, Cyrillic: no Python check
+    assert not cleared[4]  # a 60-byte word of 30 characters
+    assert cleared[5] is not lowercase  # "…": odd when lowercasing (NFKD differs), else fine
+    assert sum(cleared) > 300  # random texts of fine characters are cleared too
