@@ -10,7 +10,12 @@ are reported against the injected share alone and against that expectation; the 
 match the expectation's.
 Target: worst absolute error <= 2 points; verdict right in every row.
 
+`--target keras` measures the same rows on a saved Keras model (the built-in CNN compiled and
+saved as .keras, loaded by bench-input and trained by its own train_step); `--target dataset`
+gives bench-input the stalled pipeline as a user's own tf.data dataset (`dataset=`).
+
 Usage: python benchmarks/bench_verdict.py [--images 1024] [--seconds 5] [--shares 0,3,10,30,60]
+           [--target builtin|keras|dataset]
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> VerdictBenchResult:
     parser.add_argument("--shares", default="0,3,10,30,60", help="percent of step time")
     parser.add_argument("--model", default="small")
     parser.add_argument("--data", help="keep the generated dataset here")
+    parser.add_argument("--target", choices=("builtin", "keras", "dataset"), default="builtin")
     args = parser.parse_args(argv)
 
     import feedgpu
@@ -75,14 +81,39 @@ def main(argv: Sequence[str] | None = None) -> VerdictBenchResult:
         shares.insert(0, 0.0)
     size = (args.image_size, args.image_size)
 
+    model: object = args.model
+    if args.target == "keras":
+        import keras
+
+        from feedgpu.bench.models import build_workload
+
+        setup = feedgpu.resolve_devices()
+        classes = len(feedgpu.read_manifest(data).label_names)
+        saved = build_workload("image", args.model, setup, num_classes=classes, image_size=size)
+        saved.model.compile(
+            keras.optimizers.SGD(0.01, momentum=0.9),
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        )
+        model = f"{workdir}/model.keras"
+        saved.model.save(model)
+
     def run(delay: float) -> feedgpu.BenchReport:
         stages = StageChanges(delay_s=(("stall", delay),)) if delay else StageChanges()
+        if args.target == "dataset":
+            spec = feedgpu.PipelineSpec.for_dataset(
+                data, "train", batch_size=32, training=True, image_size=size, cache="memory",
+                repeat=True, drop_remainder=True,
+            )  # fmt: skip
+            mine = feedgpu.build_pipeline(spec, None, stages)
+            options = BenchOptions(model=model, seconds=args.seconds, ablation="never", quiet=True)
+            return bench_input(dataset=mine, options=options)
         options = BenchOptions(
-            model=args.model,
+            model=model,
             seconds=args.seconds,
             ablation="never",
             quiet=True,
-            overrides={"image_size": size, "cache": "memory"},
+            overrides={"cache": "memory"}
+            | ({} if args.target == "keras" else {"image_size": size}),
             stages=stages,
         )
         return bench_input(data, options)

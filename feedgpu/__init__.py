@@ -20,7 +20,10 @@ if TYPE_CHECKING:
         setup_devices,
     )
     from feedgpu.bench.measure import BenchOptions, bench_input
-    from feedgpu.bench.report import BenchReport, render_report
+    from feedgpu.bench.monitor import FeedMonitor, watch_input
+    from feedgpu.bench.render import render_report
+    from feedgpu.bench.report import BenchReport
+    from feedgpu.bench.trace import InputWindow
     from feedgpu.convert.run import ConversionReport
     from feedgpu.converters.images import ImageOptions, convert_images
     from feedgpu.converters.text import TextOptions, convert_text
@@ -39,8 +42,11 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "BenchOptions": "feedgpu.bench.measure",
     "bench_input": "feedgpu.bench.measure",
+    "FeedMonitor": "feedgpu.bench.monitor",
+    "watch_input": "feedgpu.bench.monitor",
+    "InputWindow": "feedgpu.bench.trace",
     "BenchReport": "feedgpu.bench.report",
-    "render_report": "feedgpu.bench.report",
+    "render_report": "feedgpu.bench.render",
     "ConversionReport": "feedgpu.convert.run",
     "ImageOptions": "feedgpu.converters.images",
     "convert_images": "feedgpu.converters.images",
@@ -92,9 +98,11 @@ __all__ = [
     "DeviceSetup",
     "DeviceSetupError",
     "Feature",
+    "FeedMonitor",
     "FeedgpuError",
     "ImageOptions",
     "InputError",
+    "InputWindow",
     "Manifest",
     "PipelineSpec",
     "TextOptions",
@@ -114,5 +122,6 @@ __all__ = [
     "start_dispatcher",
     "start_worker",
     "verify_dataset",
+    "watch_input",
     "write_sample_images",
 ]

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
@@ -89,14 +91,27 @@ def test_bench_memory_smoke(tmp_path: Path, capsys) -> None:
     assert "text: 4x/1x =" in capsys.readouterr().out.splitlines()[-1]
 
 
-def test_bench_verdict_smoke(capsys) -> None:
+@pytest.mark.parametrize("target", ["keras"])  # the built-in model's path is bench-input's own
+def test_bench_verdict_smoke(capsys, target: str) -> None:
     bench = load("bench_verdict")
     result = bench.main(
-        ["--images", "64", "--image-size", "32", "--seconds", "1", "--shares", "0,50"]
-    )
+        ["--images", "64", "--image-size", "32", "--seconds", "1", "--shares", "0,50",
+         "--target", target]
+    )  # fmt: skip
     assert len(result.rows) == 2 and result.rows[1].delay_ms > 0
     assert result.rows[1].measured_share > result.rows[0].measured_share
     assert "verdicts right" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_bench_monitor_smoke(capsys) -> None:
+    bench = load("bench_monitor")
+    result = bench.main(
+        ["--images", "64", "--image-size", "32", "--batch-size", "8", "--shares", "0,60",
+         "--steps", "24", "--window", "5", "--pairs", "1", "--no-xla"]
+    )  # fmt: skip
+    assert len(result.rows) == 2 and result.rows[1].delay_ms > 0
+    assert result.rows[1].measured_share > result.rows[0].measured_share
+    assert "overhead outside the window" in capsys.readouterr().out.splitlines()[-1]
 
 
 def test_bench_service_smoke(capsys) -> None:

@@ -189,7 +189,7 @@ def test_bench_input_through_the_service_plans_workers(service_data: str) -> Non
     import jsonschema
 
     from feedgpu.bench.measure import BenchOptions, bench_input
-    from feedgpu.bench.report import render_report
+    from feedgpu.bench.render import render_report
     from feedgpu.bench.schema import BENCH_REPORT_SCHEMA
 
     dispatcher = start_dispatcher()

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from feedgpu.bench.spread import Spread
 from feedgpu.pipeline.spec import PipelineSpec, fits_memory_cache
 from feedgpu.pipeline.stages import SKIPPABLE_STAGES, StageChanges
+
+if TYPE_CHECKING:
+    from feedgpu.bench.report import PipelineRate
 
 # A stage is named only if making it free saves at least this share of the host time.
 MIN_SHARE_NAMED = 0.10
@@ -43,6 +47,9 @@ class AblationRow:
         examples_per_s: the variant's rate.
         speedup: rate over the baseline measured in the same ablation.
         saved_ms_per_example: host time per example the free stage saves (stages only).
+        spread: examples/s over the variant's timed windows.
+        measurable: the spread clears the baseline's; else "no measurable effect", and the
+            speedup and saving are the noise's, not the variant's.
     """
 
     variant: str
@@ -50,6 +57,8 @@ class AblationRow:
     examples_per_s: float
     speedup: float
     saved_ms_per_example: float | None = None
+    spread: Spread | None = None
+    measurable: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +69,8 @@ class AblationRow:
             "saved_ms_per_example": None
             if self.saved_ms_per_example is None
             else round(self.saved_ms_per_example, 4),
+            "spread": None if self.spread is None else self.spread.to_json(),
+            "measurable": self.measurable,
         }
 
 
@@ -69,6 +80,7 @@ class AblationResult:
 
     Attributes:
         baseline_examples_per_s: the unchanged pipeline, measured alongside the variants.
+        baseline_spread: its examples/s over its timed windows.
         rows: one per variant.
         bottleneck: the stage costing most, when one costs at least MIN_SHARE_NAMED.
         advice: what to change, one line each.
@@ -80,6 +92,7 @@ class AblationResult:
     bottleneck: str | None
     advice: tuple[str, ...]
     best_spec: PipelineSpec
+    baseline_spread: Spread | None = None
 
 
 def setting_variants(spec: PipelineSpec, split_bytes: int) -> list[tuple[str, dict[str, Any]]]:
@@ -97,33 +110,51 @@ def setting_variants(spec: PipelineSpec, split_bytes: int) -> list[tuple[str, di
 def run_ablation(
     spec: PipelineSpec,
     stages: StageChanges,
-    measure: Callable[[PipelineSpec, StageChanges], float],
+    measure: Callable[[PipelineSpec, StageChanges], PipelineRate],
     split_bytes: int,
 ) -> AblationResult:
-    """Measure the baseline, each free stage and each setting with `measure` (examples/s)."""
-    base = measure(spec, stages)
+    """Measure the baseline, each free stage and each setting with `measure`.
+
+    A variant whose spread overlaps the baseline's has no measurable effect: it is shown as
+    such, never named the bottleneck, never kept as the best spec.
+    """
+    first = measure(spec, stages)
+    base, base_spread = first.examples_per_s, first.spread
+
+    def differs(rate: PipelineRate) -> bool:
+        if rate.spread is None or base_spread is None:
+            return True
+        return not rate.spread.overlaps(base_spread)
+
     rows: list[AblationRow] = []
-    rates: dict[str, float] = {}
+    rates: dict[str, PipelineRate] = {}
     for stage in SKIPPABLE_STAGES[spec.kind]:
         if stage == "augment" and not spec.training:
             continue
-        rate = measure(spec, StageChanges(stages.skip | {stage}, stages.delay_s))
-        rates[stage] = rate
-    for stage, rate in rates.items():
+        rates[stage] = measure(spec, StageChanges(stages.skip | {stage}, stages.delay_s))
+    for stage, measured in rates.items():
+        rate = measured.examples_per_s
         # "parse" free also frees reading: its own cost is measured against "read" free.
-        before = rates.get("read", base) if stage == "parse" else base
+        before = rates["read"].examples_per_s if stage == "parse" and "read" in rates else base
         saved = 1000 * (1 / before - 1 / rate) if before and rate else 0.0
         label = "read+parse free" if stage == "parse" else f"{stage} free"
-        rows.append(AblationRow(label, stage, rate, rate / base if base else 0.0, saved))
+        speedup = rate / base if base else 0.0
+        rows.append(
+            AblationRow(label, stage, rate, speedup, saved, measured.spread, differs(measured))
+        )
     best_spec, best_rate = spec, base
     for label, changes in setting_variants(spec, split_bytes):
         variant = spec.with_changes(**changes)
-        rate = measure(variant, stages)
-        rows.append(AblationRow(label, None, rate, rate / base if base else 0.0))
-        if rate >= best_rate * MIN_SPEEDUP_KEPT:
+        measured = measure(variant, stages)
+        rate = measured.examples_per_s
+        speedup = rate / base if base else 0.0
+        rows.append(
+            AblationRow(label, None, rate, speedup, None, measured.spread, differs(measured))
+        )
+        if rate >= best_rate * MIN_SPEEDUP_KEPT and differs(measured):
             best_spec, best_rate = variant, rate
     host_ms = 1000 / base if base else 0.0
-    costly = [r for r in rows if r.saved_ms_per_example is not None]
+    costly = [r for r in rows if r.saved_ms_per_example is not None and r.measurable]
     top = max(costly, key=lambda r: r.saved_ms_per_example or 0.0, default=None)
     bottleneck = None
     advice: list[str] = []
@@ -132,11 +163,11 @@ def run_ablation(
         share = (top.saved_ms_per_example or 0.0) / host_ms
         advice.append(f"{ADVICE[top.stage or '']} (it takes {share:.0%} of the pipeline's time)")
     for row in rows:
-        if row.stage is None and row.speedup >= MIN_SPEEDUP_KEPT:
+        if row.stage is None and row.measurable and row.speedup >= MIN_SPEEDUP_KEPT:
             advice.append(f"set {row.variant}: {row.speedup:.2f}x examples/s measured")
     if not advice:
         advice.append(
             "no single stage dominates: add host cores or tf.data service workers, "
             "or use a larger model per example"
         )
-    return AblationResult(base, tuple(rows), bottleneck, tuple(advice), best_spec)
+    return AblationResult(base, tuple(rows), bottleneck, tuple(advice), best_spec, base_spread)

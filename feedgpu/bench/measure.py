@@ -8,34 +8,38 @@ time: under 5% saturated, 5-20% moderately and 20% or more highly input-bound.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
-import math
 import os
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from feedgpu.bench.ablation import run_ablation
 from feedgpu.bench.device import DeviceSetup, resolve_devices
-from feedgpu.bench.gpu_monitor import GpuMonitor
 from feedgpu.bench.models import build_workload
 from feedgpu.bench.report import (
     SATURATED_SHARE,
     BenchReport,
     CapacityPlan,
+    Compared,
     PipelineRate,
-    StepRate,
 )
+from feedgpu.bench.rounds import PhaseProgress, measure_model, measure_pipeline
 from feedgpu.bench.steps import batch_size_of, make_train_step, time_steps
+from feedgpu.bench.user_data import (
+    DATASET_NAME,
+    describe,
+    endless,
+    label_count,
+    vocab_count,
+)
+from feedgpu.bench.user_model import fit_model, is_user_model, load_user_model, make_model_step
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import read_manifest
 from feedgpu.pipeline.build import build_pipeline
 from feedgpu.pipeline.spec import PipelineSpec
 from feedgpu.pipeline.stages import StageChanges
-from feedgpu.progress import progress_bar
 
 logger = logging.getLogger(__name__)
 
@@ -47,9 +51,12 @@ class BenchOptions:
     Attributes:
         split: the split to read.
         batch_size: global batch size (split over replicas).
-        model: synthetic model size: small, medium or large.
+        model: a built-in model size (small, medium or large), a saved Keras model's path
+            (.keras), or a compiled keras.Model: measured with its own train step.
         training: measure the training pipeline (shuffle, augmentation).
-        seconds: timed length of each phase (after warm-up).
+        seconds: timed length of each phase (after warm-up), in ROUNDS rounds.
+        max_seconds: cap on each phase's timed length when its MIN_STEPS steps take longer
+            than `seconds` (default: 5 x seconds); the report says when it had to stop.
         accumulate: gradient accumulation micro-batches per step.
         ablation: "auto" (when input-bound), "always" or "never".
         ablation_seconds: timed length of each ablation variant.
@@ -64,9 +71,10 @@ class BenchOptions:
 
     split: str = "train"
     batch_size: int = 32
-    model: str = "small"
+    model: Any = "small"
     training: bool = True
     seconds: float = 10.0
+    max_seconds: float | None = None
     accumulate: int = 1
     ablation: str = "auto"
     ablation_seconds: float = 3.0
@@ -82,97 +90,114 @@ class BenchOptions:
             raise UsageError(f"ablation {self.ablation!r}: choose auto, always or never")
         if self.seconds <= 0 or self.ablation_seconds <= 0:
             raise UsageError("seconds and ablation_seconds must be positive")
+        if is_user_model(self.model) and self.accumulate != 1:
+            raise UsageError(
+                "accumulate: your model trains with its own train step, which has no gradient "
+                "accumulation; drop --accumulate"
+            )
+        if self.max_seconds is not None and self.max_seconds < self.seconds:
+            raise UsageError("max_seconds must be at least seconds")
         if self.batch_size < 1 or self.accumulate < 1 or self.service_workers < 1:
             raise UsageError("batch_size, accumulate and service_workers must be at least 1")
 
-
-class _Progress:
-    """A tqdm bar per phase (none when quiet)."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-
-    @contextlib.contextmanager
-    def phase(self, name: str, unit: str = "step") -> Iterator[Callable[[int], None]]:
-        if self.quiet:
-            yield lambda n: None
-            return
-        with progress_bar(desc=f"{name:<16}", unit=unit, leave=False) as bar:
-            yield bar.update
-
-
-def measure_pipeline(
-    batches: Iterator[Any], seconds: float, progress: Callable[[int], None] | None = None
-) -> PipelineRate:
-    """Drain batches for `seconds` after a warm-up of a fifth of that; nothing consumes them."""
-    t0 = time.perf_counter()
-    next(batches)
-    first = time.perf_counter() - t0
-    warm_until = time.perf_counter() + max(0.5, seconds / 5)
-    while time.perf_counter() < warm_until:
-        next(batches)
-    cpu0, start = time.process_time(), time.perf_counter()
-    examples = count = 0
-    while time.perf_counter() - start < seconds:
-        examples += batch_size_of(next(batches))
-        count += 1
-        if progress:
-            progress(1)
-    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu0
-    return PipelineRate(
-        first_batch_s=first,
-        examples_per_s=examples / elapsed,
-        batches_per_s=count / elapsed,
-        host_cpu_ms_per_example=1000 * cpu / max(examples, 1),
-        num_batches=count,
-    )
+    @property
+    def cap_seconds(self) -> float:
+        return self.max_seconds if self.max_seconds is not None else 5 * self.seconds
 
 
 def bench_input(
-    data_dir: str,
+    data_dir: str | None = None,
     options: BenchOptions | None = None,
     *,
+    dataset: Any = None,
     setup: DeviceSetup | None = None,
     spec: PipelineSpec | None = None,
 ) -> BenchReport:
     """Measure the pipeline, the compute ceiling and the two together; judge and explain.
 
     Args:
+        data_dir: a dataset written by `feedgpu convert`, read by feedgpu's pipeline.
+        dataset: instead, or as well, your own `tf.data.Dataset` of batches: measured on the
+            same model (the ablation needs a feedgpu spec and is skipped); with data_dir too,
+            the report puts the two pipelines side by side.
         setup: from `feedgpu.setup_devices()` (call it first in the program); by default the
             devices as they are now.
         spec: the pipeline to measure; by default PipelineSpec.for_dataset with the options.
 
     Raises:
         DatasetError: data_dir is not a feedgpu dataset or lacks the split.
-        UsageError: bad options.
+        UsageError: bad options, or a model that does not fit the data.
     """
-    import tensorflow as tf
-
     options = options or BenchOptions()
     setup = setup or resolve_devices()
+    if data_dir is None and dataset is None:
+        raise UsageError("give a dataset written by feedgpu convert (DATA) or a tf.data dataset")
+    replicas = setup.num_replicas
+    if options.batch_size % replicas:
+        raise UsageError(f"batch size {options.batch_size} does not split over {replicas} replicas")
+    if (options.batch_size // replicas) % options.accumulate:
+        raise UsageError(
+            f"batch of {options.batch_size // replicas} per replica does not split into "
+            f"{options.accumulate} equal micro-batches (--accumulate)"
+        )
+    model = load_user_model(options.model, setup) if is_user_model(options.model) else None
+    progress = PhaseProgress(options.quiet)
+    if dataset is None:
+        assert data_dir is not None
+        return _bench_feedgpu(data_dir, options, setup, spec, model, progress)
+    refused = [name for name, given in _FEEDGPU_ONLY.items() if given(options)]
+    if data_dir is None and (refused or spec is not None):
+        raise UsageError(
+            f"{', '.join(refused) or 'a spec'} applies to feedgpu's pipeline, not to your "
+            "tf.data dataset: drop it, or give DATA too to compare the two"
+        )
+    yours = _bench_dataset(dataset, options, setup, model, progress)
+    if data_dir is None:
+        return yours
+    ours = _bench_feedgpu(data_dir, options, setup, spec, model, progress)
+    return replace(yours, compared=Compared.of(ours))
+
+
+# Options that only a feedgpu pipeline can take, and how to tell they were given.
+_FEEDGPU_ONLY: dict[str, Callable[[BenchOptions], bool]] = {
+    "pipeline overrides (--image-size, --max-length, --text-mode, --service...)": lambda o: bool(
+        o.overrides
+    ),
+    "--inject-delay": lambda o: bool(o.stages.skip or o.stages.delay_s),
+    "--ablation always": lambda o: o.ablation == "always",
+    "--split": lambda o: o.split != "train",
+}
+
+
+def _bench_feedgpu(
+    data_dir: str,
+    options: BenchOptions,
+    setup: DeviceSetup,
+    spec: PipelineSpec | None,
+    model: Any,
+    progress: PhaseProgress,
+) -> BenchReport:
+    manifest = read_manifest(data_dir)
+    fit = fit_model(model, manifest.kind, manifest.pack_length) if model is not None else None
     if spec is None:
+        overrides = dict(options.overrides)
+        for name, wanted in (fit.overrides if fit else {}).items():
+            if overrides.setdefault(name, wanted) != wanted:
+                raise UsageError(
+                    f"the model takes {name}={wanted}; {name}={overrides[name]} does not fit it "
+                    "(drop the option: it is read from the model)"
+                )
         spec = PipelineSpec.for_dataset(
             data_dir,
             options.split,
             batch_size=options.batch_size,
             training=options.training,
-            **options.overrides,
-        )
-    manifest = read_manifest(data_dir)
-    replicas = setup.num_replicas
-    if options.batch_size % replicas:
-        raise UsageError(f"batch size {options.batch_size} does not split over {replicas} replicas")
-    per_replica = options.batch_size // replicas
-    if per_replica % options.accumulate:
-        raise UsageError(
-            f"batch of {per_replica} per replica does not split into "
-            f"{options.accumulate} equal micro-batches (--accumulate)"
+            **overrides,
         )
     # Static shapes for XLA: every batch full. Steady state: epochs run on inside the pipeline
     # (the spec saved at the end keeps the user's choice).
     asked = spec
     spec = spec.with_changes(drop_remainder=True, batch_size=options.batch_size, repeat=True)
-    progress = _Progress(options.quiet)
 
     def dataset(variant: PipelineSpec, stages: StageChanges) -> Any:
         if not setup.distributed:  # no distribution layer: it would add a prefetch of its own
@@ -186,84 +211,139 @@ def bench_input(
 
     variants = itertools.count(1)
 
-    def rate(variant: PipelineSpec, stages: StageChanges) -> float:
+    def rate(variant: PipelineSpec, stages: StageChanges) -> PipelineRate:
         with progress.phase(f"ablation {next(variants)}", "batch") as tick:
             batches = iter(dataset(variant, stages))
-            return measure_pipeline(batches, options.ablation_seconds, tick).examples_per_s
+            return measure_pipeline(batches, options.ablation_seconds, tick)
 
     data = dataset(spec, options.stages)
     with progress.phase("pipeline alone", "batch") as tick:
         alone = measure_pipeline(iter(data), options.seconds, tick)
     if alone.num_batches == 0:
         raise UsageError("the pipeline gave no full batch in the time allowed: lower --batch-size")
-
-    workload = build_workload(
-        spec.kind,
-        options.model,
-        setup,
-        num_classes=len(manifest.label_names),
-        image_size=spec.image_size,
-        vocab_size=manifest.tokenizer.vocab_size if manifest.tokenizer else 30522,
-        max_length=max(spec.max_length, manifest.pack_length or 0),
-    )
-    step = make_train_step(workload, setup, options.accumulate)
-
-    # Resident batches: a few distinct ones, so bucketed text shows each shape it will meet.
-    source = iter(data)
-    resident = [next(source) for _ in range(8)]
-    if setup.device_type == "GPU" and not setup.distributed:
-        with tf.device("/gpu:0"):
-            resident = [tf.nest.map_structure(tf.identity, b) for b in resident]
-    with progress.phase("compute ceiling") as tick:
-        ceiling = time_steps(
-            step, itertools.cycle(resident), seconds=options.seconds, progress=tick
+    if fit is not None:
+        step: Any = make_model_step(model, fit, setup)
+        name = f"{model.name} (yours)"
+    else:
+        workload = build_workload(
+            spec.kind,
+            options.model,
+            setup,
+            num_classes=len(manifest.label_names),
+            image_size=spec.image_size,
+            vocab_size=manifest.tokenizer.vocab_size if manifest.tokenizer else 30522,
+            max_length=max(spec.max_length, manifest.pack_length or 0),
         )
-    gpu = setup.device_type == "GPU"
-    with GpuMonitor(enabled=gpu) as monitor, progress.phase("end to end") as tick:
-        together = time_steps(step, iter(data), seconds=options.seconds, progress=tick)
+        step, name = make_train_step(workload, setup, options.accumulate), workload.name
+    ceiling, end_to_end, monitor = measure_model(
+        step, iter(data), setup, options.seconds, options.cap_seconds, progress
+    )
     if options.profile_dir:
         _profile(step, iter(data), options.profile_dir, options.profile_steps)
-
-    end_to_end = StepRate.from_times(together)
     ablation = None
     if options.ablation == "always" or (
         options.ablation == "auto" and end_to_end.input_share >= SATURATED_SHARE
     ):
         split_bytes = manifest.split(spec.split).num_bytes
         ablation = run_ablation(spec, options.stages, rate, split_bytes)
-    cores = os.cpu_count() or 1
-    needed = ceiling.examples_per_s * alone.host_cpu_ms_per_example / 1000
     return BenchReport(
         data_dir=data_dir,
         split=spec.split,
         kind=spec.kind,
-        model=workload.name,
+        model=name,
         batch_size=options.batch_size,
         accumulate=options.accumulate,
         device=setup,
         pipeline=alone,
-        ceiling=StepRate.from_times(ceiling),
+        ceiling=ceiling,
         end_to_end=end_to_end,
         gpu_utilization=monitor.utilization,
         gpu_note=monitor.unavailable,
         ablation=ablation,
-        capacity=CapacityPlan(
-            host_cpu_ms_per_example=alone.host_cpu_ms_per_example,
-            cores_needed=needed,
-            host_cores=cores,
-            hosts_needed=max(1, math.ceil(needed / cores)),
-            service_workers=options.service_workers if spec.service else None,
-            service_workers_needed=max(
-                1,
-                math.ceil(ceiling.examples_per_s * options.service_workers / alone.examples_per_s),
-            )
-            if spec.service
-            else None,
-        ),
+        capacity=CapacityPlan.of(alone, ceiling, options.service_workers if spec.service else None),
         spec=(ablation.best_spec if ablation else spec).with_changes(repeat=asked.repeat),
         profile_dir=options.profile_dir,
         seconds=options.seconds,
+        notes=tuple(n for n in [getattr(step, "note", None)] if n),
     )
+
+
+def _bench_dataset(
+    dataset: Any, options: BenchOptions, setup: DeviceSetup, model: Any, progress: PhaseProgress
+) -> BenchReport:
+    """Your tf.data pipeline on the model: the three rates and the verdict (no ablation)."""
+    shape = describe(dataset)
+    notes = [
+        "the ablation needs a feedgpu pipeline: skipped for your dataset (convert the data "
+        "with feedgpu convert and give DATA too, to compare the two)"
+    ]
+    if setup.distributed:
+        dataset = setup.strategy.experimental_distribute_dataset(dataset)
+    with progress.phase("pipeline alone", "batch") as tick:
+        alone = measure_pipeline(endless(dataset), options.seconds, tick)
+    batches = endless(dataset)
+    first = [next(batches) for _ in range(4)]
+    batches = itertools.chain(first, batches)
+    if model is not None:
+        fit = fit_model(model, shape.kind)
+        wanted = fit.overrides.get("image_size")
+        if wanted and shape.image_size and wanted != shape.image_size:
+            raise UsageError(
+                f"the model takes {wanted[0]}x{wanted[1]} images; {DATASET_NAME} gives "
+                f"{shape.image_size[0]}x{shape.image_size[1]}"
+            )
+        step: Any = make_model_step(model, fit, setup)
+        name = f"{model.name} (yours)"
+    else:
+        if shape.kind == "text" and "attention_mask" not in shape.features:
+            raise UsageError(
+                f"the built-in text model takes input_ids and attention_mask; {DATASET_NAME} "
+                f"gives {', '.join(shape.features)}: pass your own model with --model"
+            )
+        spec_shape = tf_shape(first[0])
+        workload = build_workload(
+            shape.kind,
+            options.model,
+            setup,
+            num_classes=label_count(first) if shape.labelled or shape.kind == "image" else 0,
+            image_size=shape.image_size or (spec_shape[1], spec_shape[2]),
+            vocab_size=vocab_count(first) if shape.kind == "text" else 30522,
+            max_length=max(512, spec_shape[1]) if shape.kind == "text" else 512,
+        )
+        step, name = make_train_step(workload, setup, options.accumulate), workload.name
+    ceiling, end_to_end, monitor = measure_model(
+        step, batches, setup, options.seconds, options.cap_seconds, progress
+    )
+    notes += [n for n in [getattr(step, "note", None)] if n]
+    return BenchReport(
+        data_dir=DATASET_NAME,
+        split="-",
+        kind=shape.kind,
+        model=name,
+        batch_size=batch_size_of(first[0]),
+        accumulate=options.accumulate,
+        device=setup,
+        pipeline=alone,
+        ceiling=ceiling,
+        end_to_end=end_to_end,
+        gpu_utilization=monitor.utilization,
+        gpu_note=monitor.unavailable,
+        ablation=None,
+        capacity=CapacityPlan.of(alone, ceiling, None),
+        spec=None,
+        profile_dir=None,
+        seconds=options.seconds,
+        notes=tuple(notes),
+    )
+
+
+def tf_shape(batch: Any) -> tuple[int, ...]:
+    """The first feature's shape in a batch (images, or text's input_ids)."""
+    import tensorflow as tf
+
+    features = batch[0] if isinstance(batch, tuple) else batch
+    first = features["input_ids"] if isinstance(features, dict) else features
+    return tuple(int(d) for d in tf.shape(first).numpy())
 
 
 def _profile(step: Any, batches: Iterator[Any], logdir: str, steps: int) -> None:

@@ -7,12 +7,15 @@ The JSON form follows BENCH_REPORT_SCHEMA (a JSON Schema, also printed by
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import math
+import os
+from dataclasses import dataclass, replace
 from typing import Any
 
 from feedgpu.bench.ablation import AblationResult
 from feedgpu.bench.device import DeviceSetup
 from feedgpu.bench.schema import SCHEMA_ID
+from feedgpu.bench.spread import Spread
 from feedgpu.bench.steps import StepTimes
 from feedgpu.pipeline.spec import PipelineSpec
 
@@ -30,6 +33,7 @@ class PipelineRate:
         batches_per_s: steady state.
         host_cpu_ms_per_example: process CPU time per example while it ran.
         num_batches: batches timed.
+        spread: examples/s over the timed windows.
     """
 
     first_batch_s: float
@@ -37,6 +41,7 @@ class PipelineRate:
     batches_per_s: float
     host_cpu_ms_per_example: float
     num_batches: int
+    spread: Spread | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,9 @@ class StepRate:
         warmup_steps: untimed steps (first steps and compiling shapes).
         loss_first: loss of the first timed step.
         loss_last: loss of the last timed step (lower: the model really trains).
+        spread: examples/s over the rounds.
+        share_spread: input share over the rounds.
+        stopped_early: the time cap came before MIN_STEPS timed steps.
     """
 
     examples_per_s: float
@@ -66,6 +74,20 @@ class StepRate:
     warmup_steps: int
     loss_first: float | None
     loss_last: float | None
+    spread: Spread | None = None
+    share_spread: Spread | None = None
+    stopped_early: bool = False
+
+    @classmethod
+    def from_rounds(cls, rounds: list[StepTimes]) -> StepRate:
+        """One phase measured in rounds: the whole, with each number's spread over them."""
+        whole = cls.from_times(StepTimes.merged(rounds))
+        timed = [r for r in rounds if r.wait_s]
+        return replace(
+            whole,
+            spread=Spread.of([r.examples_per_s for r in timed]),
+            share_spread=Spread.of([r.input_share for r in timed]),
+        )
 
     @classmethod
     def from_times(cls, times: StepTimes) -> StepRate:
@@ -81,6 +103,7 @@ class StepRate:
             warmup_steps=times.warmup_steps,
             loss_first=times.losses[0] if times.losses else None,
             loss_last=times.losses[-1] if times.losses else None,
+            stopped_early=times.stopped_early,
         )
 
 
@@ -105,6 +128,56 @@ class CapacityPlan:
     service_workers: int | None = None
     service_workers_needed: int | None = None
 
+    @classmethod
+    def of(
+        cls, alone: PipelineRate, ceiling: StepRate, service_workers: int | None
+    ) -> CapacityPlan:
+        """From the pipeline's measured host cost and the model's ceiling."""
+        cores = os.cpu_count() or 1
+        needed = ceiling.examples_per_s * alone.host_cpu_ms_per_example / 1000
+        workers_needed = None
+        if service_workers:
+            per_worker = alone.examples_per_s / service_workers
+            workers_needed = max(1, math.ceil(ceiling.examples_per_s / per_worker))
+        return cls(
+            host_cpu_ms_per_example=alone.host_cpu_ms_per_example,
+            cores_needed=needed,
+            host_cores=cores,
+            hosts_needed=max(1, math.ceil(needed / cores)),
+            service_workers=service_workers,
+            service_workers_needed=workers_needed,
+        )
+
+
+@dataclass(frozen=True)
+class Compared:
+    """Another pipeline measured on the same model, for a side-by-side line.
+
+    Attributes:
+        data_dir: what it read.
+        examples_per_s: end to end.
+        input_share: end to end.
+        verdict: its verdict.
+        fraction_of_ceiling: end to end over its compute ceiling.
+    """
+
+    data_dir: str
+    examples_per_s: float
+    input_share: float
+    verdict: str
+    fraction_of_ceiling: float
+
+    @classmethod
+    def of(cls, report: BenchReport) -> Compared:
+        e = report.end_to_end
+        return cls(
+            report.data_dir,
+            e.examples_per_s,
+            e.input_share,
+            report.verdict,
+            report.fraction_of_ceiling,
+        )
+
 
 @dataclass(frozen=True)
 class BenchReport:
@@ -124,9 +197,11 @@ class BenchReport:
     gpu_note: str | None
     ablation: AblationResult | None
     capacity: CapacityPlan
-    spec: PipelineSpec
+    spec: PipelineSpec | None  # None: the user's own tf.data pipeline
     profile_dir: str | None
     seconds: float
+    notes: tuple[str, ...] = ()
+    compared: Compared | None = None  # feedgpu's pipeline on the same model, beside the user's
 
     @property
     def input_share(self) -> float:
@@ -139,11 +214,34 @@ class BenchReport:
 
     @property
     def verdict(self) -> str:
-        return verdict_for(self.input_share)
+        """verdict_for the input share, or "uncertain" when its spread spans two verdicts."""
+        low, high = self.verdict_range
+        return low if low == high else "uncertain"
+
+    @property
+    def verdict_range(self) -> tuple[str, str]:
+        """The verdicts at the low and the high end of the input share's spread."""
+        share = self.end_to_end.share_spread
+        if share is None or share.rounds < 2:
+            return verdict_for(self.input_share), verdict_for(self.input_share)
+        return verdict_for(share.low), verdict_for(share.high)
+
+    @property
+    def measurement_problem(self) -> str | None:
+        """Why the numbers cannot be read as they stand, if they cannot."""
+        c, e = self.ceiling.spread, self.end_to_end.spread
+        if c is None or e is None or min(c.rounds, e.rounds) < 2 or e.low <= c.high:
+            return None
+        return (
+            f"end to end ({e.low:.0f}-{e.high:.0f} examples/s) ran faster than the compute "
+            f"ceiling ({c.low:.0f}-{c.high:.0f}) beyond their spreads: the machine's load "
+            "changed during the run or the two phases met different batches; rerun with more "
+            "--seconds on a quieter machine"
+        )
 
     def to_json(self) -> dict[str, Any]:
         def rounded(obj: Any) -> dict[str, Any]:
-            return {k: round(v, 4) if isinstance(v, float) else v for k, v in obj.__dict__.items()}
+            return {k: _json_value(v) for k, v in obj.__dict__.items()}
 
         return {
             "schema": SCHEMA_ID,
@@ -160,21 +258,32 @@ class BenchReport:
             "input_share": round(self.input_share, 4),
             "fraction_of_ceiling": round(self.fraction_of_ceiling, 4),
             "verdict": self.verdict,
+            "verdict_range": list(self.verdict_range),
+            "measurement_problem": self.measurement_problem,
             "gpu_utilization": self.gpu_utilization,
             "gpu_note": self.gpu_note,
             "ablation": None
             if self.ablation is None
             else {
                 "baseline_examples_per_s": round(self.ablation.baseline_examples_per_s, 2),
+                "baseline_spread": _json_value(self.ablation.baseline_spread),
                 "rows": [r.to_json() for r in self.ablation.rows],
                 "bottleneck": self.ablation.bottleneck,
                 "advice": list(self.ablation.advice),
             },
             "capacity": rounded(self.capacity),
-            "spec": json_spec(self.spec),
+            "spec": None if self.spec is None else json_spec(self.spec),
+            "notes": list(self.notes),
+            "compared": None if self.compared is None else rounded(self.compared),
             "profile_dir": self.profile_dir,
             "seconds_per_phase": self.seconds,
         }
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, Spread):
+        return value.to_json()
+    return round(value, 4) if isinstance(value, float) else value
 
 
 def json_spec(spec: PipelineSpec) -> dict[str, Any]:
@@ -188,100 +297,3 @@ def verdict_for(input_share: float) -> str:
     if input_share < HIGHLY_SHARE:
         return "moderately input-bound"
     return "highly input-bound"
-
-
-# A gap to the ceiling larger than the input wait by this much means the steps themselves run
-# slower end to end: the pipeline and the model compete for the host (measured here: steps
-# 1.15-1.4x slower on a 2-core CPU-only host).
-CONTENTION_GAP = 0.05
-
-
-def render_report(report: BenchReport) -> str:
-    """The report as a readable table with the verdict, the reasons and what to change."""
-    device = report.device
-    xla = "XLA" if device.xla else "no XLA"
-    lines = [
-        f"bench-input: {report.model} on {device.device_type} ({device.precision}, {xla}, "
-        f"{device.num_replicas} replica(s)); batch {report.batch_size}"
-        + (f" in {report.accumulate} micro-batches" if report.accumulate > 1 else "")
-        + f"; {report.data_dir} [{report.split}]",
-        f"  {'phase':<18}{'examples/s':>12}  {'step ms p50 / p90':>18}  {'input wait':>10}",
-    ]
-    p, c, e = report.pipeline, report.ceiling, report.end_to_end
-    lines.append(
-        f"  {'pipeline alone':<18}{p.examples_per_s:>12.1f}  "
-        f"{'first batch ' + format(p.first_batch_s, '.2f') + ' s':>18}"
-    )
-    for name, rate in (("compute ceiling", c), ("end to end", e)):
-        steps = f"{rate.step_ms_median:.1f} / {rate.step_ms_p90:.1f}"
-        wait = f"{rate.input_share:.1%}" if rate is e else ""
-        lines.append(f"  {name:<18}{rate.examples_per_s:>12.1f}  {steps:>18}  {wait:>10}")
-    bound = (
-        "< 5%"
-        if report.verdict == "saturated"
-        else ("5-20%" if report.verdict.startswith("moderately") else ">= 20%")
-    )
-    lines.append(
-        f"verdict: {report.verdict}: input wait is {report.input_share:.1%} of step time "
-        f"({bound}); end to end runs at {report.fraction_of_ceiling:.0%} of the compute ceiling"
-    )
-    compute_ms = e.step_ms_median - e.wait_ms_median
-    unexplained = (1 - report.fraction_of_ceiling) - report.input_share
-    if c.step_ms_median and unexplained > CONTENTION_GAP:
-        # Said so as not to contradict an input-bound verdict: then it is the rest of the gap.
-        lead = (
-            "the gap to the ceiling is not input wait"
-            if report.input_share < SATURATED_SHARE
-            else f"input wait explains {report.input_share:.0%} of step time, and the rest of "
-            "the gap is not input wait"
-        )
-        lines.append(
-            f"note: {lead}: steps compute "
-            f"{compute_ms / c.step_ms_median:.2f}x slower end to end ({compute_ms:.0f} vs "
-            f"{c.step_ms_median:.0f} ms) because the pipeline competes with the model for the host"
-            + (" (expected on a CPU-only host)" if device.device_type == "CPU" else "")
-        )
-    if p.examples_per_s < c.examples_per_s:
-        lines.append(
-            f"the pipeline alone delivers {p.examples_per_s / c.examples_per_s:.0%} of what the "
-            "model can consume"
-        )
-    plan = report.capacity
-    lines.append(
-        f"capacity: the pipeline costs {plan.host_cpu_ms_per_example:.2f} ms of host CPU per "
-        f"example; feeding the ceiling ({c.examples_per_s:.0f} examples/s) takes "
-        f"{plan.cores_needed:.2f} cores (this host has {plan.host_cores})"
-        + (
-            f": {plan.hosts_needed} hosts or tf.data service workers of this size"
-            if plan.hosts_needed > 1
-            else ""
-        )
-    )
-    if plan.service_workers:
-        lines.append(
-            f"tf.data service: {plan.service_workers} worker(s) deliver "
-            f"{p.examples_per_s:.0f} examples/s; {plan.service_workers_needed} would keep the "
-            f"model at its ceiling"
-        )
-    if report.gpu_utilization is not None:
-        lines.append(f"GPU utilisation (NVML) end to end: {report.gpu_utilization:.0%}")
-    elif device.device_type == "GPU":
-        lines.append(f"GPU utilisation: not sampled ({report.gpu_note})")
-    if report.ablation:
-        a = report.ablation
-        lines.append("ablation (pipeline alone; each stage made free in turn):")
-        lines.append(f"  {'baseline':<22}{a.baseline_examples_per_s:>12.1f}")
-        for row in a.rows:
-            saved = (
-                f"  saves {row.saved_ms_per_example:.3f} ms/example"
-                if row.saved_ms_per_example is not None
-                else ""
-            )
-            lines.append(
-                f"  {row.variant:<22}{row.examples_per_s:>12.1f}  {row.speedup:>5.2f}x{saved}"
-            )
-        lines.extend(f"to change: {line}" for line in a.advice)
-    if report.profile_dir:
-        lines.append(f"profile: tensorboard --logdir {report.profile_dir} (Profile tab)")
-    lines.extend(f"note: {note}" for note in device.notes)
-    return "\n".join(lines)

@@ -5,8 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_ID = "feedgpu.bench-input/1"
+SCHEMA_ID = "feedgpu.bench-input/2"  # 2: spreads, "uncertain", the user's model and data
 _RATE = {"type": "number", "minimum": 0}
+_SPREAD = {
+    "oneOf": [
+        {"type": "null"},
+        {
+            "type": "object",
+            "required": ["p10", "p90", "rounds"],
+            "properties": {"p10": _RATE, "p90": _RATE, "rounds": {"type": "integer", "minimum": 0}},
+        },
+    ]
+}
+_VERDICTS = ["saturated", "moderately input-bound", "highly input-bound"]
 _STEPS = {
     "type": "object",
     "required": [
@@ -32,6 +43,9 @@ _STEPS = {
         "warmup_steps": {"type": "integer", "minimum": 0},
         "loss_first": {"type": ["number", "null"]},
         "loss_last": {"type": ["number", "null"]},
+        "spread": _SPREAD,
+        "share_spread": _SPREAD,
+        "stopped_early": {"type": "boolean"},
     },
 }
 BENCH_REPORT_SCHEMA: dict[str, Any] = {
@@ -93,13 +107,38 @@ BENCH_REPORT_SCHEMA: dict[str, Any] = {
                 "batches_per_s": _RATE,
                 "host_cpu_ms_per_example": _RATE,
                 "num_batches": {"type": "integer", "minimum": 1},
+                "spread": _SPREAD,
             },
         },
         "ceiling": _STEPS,
         "end_to_end": _STEPS,
         "input_share": {"type": "number", "minimum": 0, "maximum": 1},
         "fraction_of_ceiling": _RATE,
-        "verdict": {"enum": ["saturated", "moderately input-bound", "highly input-bound"]},
+        "verdict": {"enum": [*_VERDICTS, "uncertain"]},
+        "verdict_range": {
+            "type": "array",
+            "items": {"enum": _VERDICTS},
+            "minItems": 2,
+            "maxItems": 2,
+        },
+        "measurement_problem": {"type": ["string", "null"]},
+        "notes": {"type": "array", "items": {"type": "string"}},
+        "compared": {
+            "oneOf": [
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "required": ["data_dir", "examples_per_s", "input_share", "verdict"],
+                    "properties": {
+                        "data_dir": {"type": "string"},
+                        "examples_per_s": _RATE,
+                        "input_share": {"type": "number", "minimum": 0, "maximum": 1},
+                        "verdict": {"enum": [*_VERDICTS, "uncertain"]},
+                        "fraction_of_ceiling": _RATE,
+                    },
+                },
+            ]
+        },
         "gpu_utilization": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
         "gpu_note": {"type": ["string", "null"]},
         "ablation": {
@@ -110,6 +149,7 @@ BENCH_REPORT_SCHEMA: dict[str, Any] = {
                     "required": ["baseline_examples_per_s", "rows", "bottleneck", "advice"],
                     "properties": {
                         "baseline_examples_per_s": _RATE,
+                        "baseline_spread": _SPREAD,
                         "rows": {
                             "type": "array",
                             "items": {
@@ -121,6 +161,8 @@ BENCH_REPORT_SCHEMA: dict[str, Any] = {
                                     "examples_per_s": _RATE,
                                     "speedup": _RATE,
                                     "saved_ms_per_example": {"type": ["number", "null"]},
+                                    "spread": _SPREAD,
+                                    "measurable": {"type": "boolean"},
                                 },
                             },
                         },
@@ -142,7 +184,12 @@ BENCH_REPORT_SCHEMA: dict[str, Any] = {
                 "service_workers_needed": {"type": ["integer", "null"], "minimum": 1},
             },
         },
-        "spec": {"type": "object", "required": ["data_dir", "batch_size", "kind"]},
+        "spec": {
+            "oneOf": [
+                {"type": "null"},
+                {"type": "object", "required": ["data_dir", "batch_size", "kind"]},
+            ]
+        },
         "profile_dir": {"type": ["string", "null"]},
         "seconds_per_phase": _RATE,
     },

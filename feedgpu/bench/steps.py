@@ -130,6 +130,7 @@ class StepTimes:
         warmup_steps: steps not timed (first steps, and each step with a new input shape,
             which compiles).
         losses: the loss of the first and the last timed step.
+        stopped_early: the time cap ended the run before its minimum of steps.
     """
 
     wait_s: list[float] = field(default_factory=list)
@@ -137,6 +138,21 @@ class StepTimes:
     examples: int = 0
     warmup_steps: int = 0
     losses: list[float] = field(default_factory=list)
+    stopped_early: bool = False
+
+    @classmethod
+    def merged(cls, parts: list[StepTimes]) -> StepTimes:
+        """The rounds of one phase as one run."""
+        whole = cls()
+        for part in parts:
+            whole.wait_s += part.wait_s
+            whole.compute_s += part.compute_s
+            whole.examples += part.examples
+            whole.warmup_steps += part.warmup_steps
+            whole.stopped_early |= part.stopped_early
+        losses = [part.losses for part in parts if part.losses]
+        whole.losses = [losses[0][0], losses[-1][-1]] if losses else []
+        return whole
 
     @property
     def total_s(self) -> float:
@@ -186,6 +202,9 @@ def time_steps(
     warmup_steps: int = 2,
     progress: Callable[[int], None] | None = None,
     on_step: Callable[[int], Any] | None = None,
+    min_steps: int = 0,
+    max_seconds: float = float("inf"),
+    seen: set[tuple[Any, ...]] | None = None,
 ) -> StepTimes:
     """Run `step` on batches from `batches` for about `seconds` (after warm-up), timing each.
 
@@ -194,17 +213,26 @@ def time_steps(
     input shapes were not seen before compile (XLA) and are never timed.
 
     Args:
+        warmup_steps: untimed steps first (also when their shapes were seen).
         on_step: called with each timed step's index before it runs (e.g. a profiler trace);
             the returned context manager, if any, wraps the step.
+        min_steps: time at least this many steps, even past `seconds`...
+        max_seconds: ...but stop timing after this long (`stopped_early` says so).
+        seen: input shapes already compiled (shared by the rounds of a measurement).
     """
     times = StepTimes()
-    seen: set[tuple[Any, ...]] = set()
+    seen = set() if seen is None else seen
     start = None
     began = time.perf_counter()
     index = 0
     while True:
         now = time.perf_counter()
-        if start is not None and (now - start >= seconds or (max_steps and index >= max_steps)):
+        if start is not None and (max_steps and index >= max_steps):
+            break
+        if start is not None and now - start >= seconds and index >= min_steps:
+            break
+        if start is not None and now - start >= max_seconds:
+            times.stopped_early = index < min_steps
             break
         if start is None and now - began > 10 * seconds + 120:
             break  # every batch has a new shape: nothing can be timed without compiling

@@ -141,7 +141,9 @@ def bench_input(args: argparse.Namespace) -> int:
     _load_tensorflow(args)  # its start-up chatter would bury the table
     from feedgpu.bench.device import DeviceConfig
     from feedgpu.bench.measure import BenchOptions, bench_input, make_default_dataset
-    from feedgpu.bench.report import render_report
+    from feedgpu.bench.render import render_report
+    from feedgpu.bench.user_data import dataset_from_fn, import_modules
+    from feedgpu.bench.user_model import is_user_model
     from feedgpu.pipeline.spec import PipelineSpec
     from feedgpu.pipeline.stages import StageChanges
 
@@ -154,7 +156,14 @@ def bench_input(args: argparse.Namespace) -> int:
         stages=StageChanges(delay_s=tuple(_parse_delay(d) for d in args.inject_delay or ())),
         quiet=bool(args.quiet or args.json == "-"),
     )
-    config = DeviceConfig(**values_for(args, args.flags, DEVICE))
+    device = values_for(args, args.flags, DEVICE)
+    if is_user_model(options.model) and device.get("precision", "auto") != "auto":
+        raise UsageError(
+            f"--precision {device['precision']}: your model keeps the dtype policy it was "
+            "saved with; drop --precision (or save the model under the policy you want)"
+        )
+    config = DeviceConfig(**device)
+    import_modules(getattr(args, "import") or [])
     spec = None
     if args.spec:
         try:
@@ -165,13 +174,13 @@ def bench_input(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="feedgpu-bench-") as workdir:
         # The dataset: DATA, else the spec's own, else a generated sample.
         data = args.data or (spec.data_dir if spec else None)
-        if data is None:
+        if data is None and not args.dataset_fn:
             if not options.quiet:
                 print("no DATA given: generating and converting a sample image dataset", flush=True)
             data = make_default_dataset(
                 workdir, images_per_class=args.sample_per_class, quiet=options.quiet
             )
-        if spec is not None:
+        if spec is not None and data is not None:
             from feedgpu.format.manifest import read_manifest
             from feedgpu.pipeline.spec_checks import check_applies
 
@@ -180,8 +189,9 @@ def bench_input(args: argparse.Namespace) -> int:
             spec = spec.with_changes(data_dir=data, **overrides)
         from feedgpu.bench.device import setup_devices
 
-        setup = setup_devices(config)  # before the first tensor
-        report = bench_input(data, options, setup=setup, spec=spec)
+        setup = setup_devices(config)  # before the first tensor (the user's dataset makes some)
+        dataset = dataset_from_fn(args.dataset_fn) if args.dataset_fn else None
+        report = bench_input(data, options, dataset=dataset, setup=setup, spec=spec)
     if args.json == "-":
         _print_json(report.to_json())
     else:
@@ -190,8 +200,11 @@ def bench_input(args: argparse.Namespace) -> int:
             with open(args.json, "w", encoding="utf-8") as f:
                 json.dump(report.to_json(), f, indent=2, sort_keys=True)
     if args.save_spec:
-        with open(args.save_spec, "w", encoding="utf-8") as f:
-            f.write(report.spec.to_json() + "\n")
+        if report.spec is None:
+            print("note: --save-spec: your own tf.data pipeline has no feedgpu spec to save")
+        else:
+            with open(args.save_spec, "w", encoding="utf-8") as f:
+                f.write(report.spec.to_json() + "\n")
     return 0
 
 

@@ -6,7 +6,8 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from feedgpu.cli.flags import COMMAND, DEVICE, SPEC, Flag, action, add_flags, switch, value
+from feedgpu.cli.bench_flags import BENCH, VERBOSE
+from feedgpu.cli.flags import COMMAND, Flag, add_flags, switch, value
 from feedgpu.errors import UsageError
 
 
@@ -17,9 +18,6 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see: {self.prog} --help)")
 
 
-VERBOSE = switch(
-    "--verbose", "also show TensorFlow's start-up lines and debug logs", target=COMMAND
-)
 OUTPUT = [
     switch("--quiet", "no progress bar or log lines", target=COMMAND),
     switch("--json", "print a machine-readable summary on stdout", target=COMMAND),
@@ -125,95 +123,6 @@ VERIFY = [
     value("out", "dataset folder", metavar="OUT", target=COMMAND),
     switch("--decode", "also decode every image", target=COMMAND),
     *OUTPUT,
-]
-BENCH = [
-    value("data", "dataset written by feedgpu convert", metavar="DATA", nargs="?", target=COMMAND),
-    value("--split", "split to read"),
-    value("--batch-size", "global batch size", int),
-    value("--model", "model size", choices=("small", "medium", "large")),
-    switch("--training", "the training pipeline (shuffle, augmentation) or the evaluation one"),
-    value("--seconds", "timed seconds per phase, after warm-up", float),
-    value("--accumulate", "gradient accumulation", int, metavar="K"),
-    value(
-        "--ablation",
-        "make each stage free in turn: when input-bound (auto), always or never",
-        choices=("auto", "always", "never"),
-    ),
-    value("--ablation-seconds", "seconds per variant", float),
-    value(
-        "--image-size",
-        "square model input size",
-        int,
-        metavar="N",
-        target=SPEC,
-        convert=lambda n: (n, n),
-    ),
-    value("--max-length", "text sequence length", int, metavar="N", target=SPEC),
-    value(
-        "--text-mode",
-        "text batching (default: auto)",
-        choices=("pad", "bucket", "packed"),
-        target=SPEC,
-    ),
-    value("--spec", "measure this saved PipelineSpec JSON", metavar="FILE", target=COMMAND),
-    value(
-        "--service",
-        "run the pipeline on tf.data service workers (see feedgpu serve)",
-        metavar="grpc://HOST:PORT",
-        target=SPEC,
-    ),
-    value(
-        "--service-mode",
-        "each worker its own epochs, or one epoch split over the workers",
-        choices=("parallel_epochs", "distributed_epoch"),
-        target=SPEC,
-    ),
-    value(
-        "--service-workers", "workers serving --service (for the capacity plan)", int, metavar="N"
-    ),
-    value(
-        "--precision",
-        "auto: mixed_float16 on tensor-core GPUs, float32 on CPU",
-        choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
-        target=DEVICE,
-    ),
-    switch("--xla", "jit_compile the step", target=DEVICE),
-    value(
-        "--strategy",
-        "auto: MirroredStrategy when there are several GPUs; multi_worker: "
-        "MultiWorkerMirroredStrategy over the hosts in TF_CONFIG",
-        choices=("auto", "default", "mirrored", "multi_worker"),
-        target=DEVICE,
-    ),
-    switch("--memory-growth", "let GPU memory grow on demand", target=DEVICE),
-    value("--memory-limit-mb", "hard per-GPU memory limit instead", int, target=DEVICE),
-    value("--profile", "write a TensorBoard profile of 10 steps", metavar="DIR", to="profile_dir"),
-    value("--json", "write the report as JSON (- for stdout)", metavar="FILE", target=COMMAND),
-    value(
-        "--save-spec",
-        "write the best measured PipelineSpec as JSON",
-        metavar="FILE",
-        target=COMMAND,
-    ),
-    value(
-        "--inject-delay",
-        "calibration: sleep MS per element at decode (per example), batch or stall "
-        "(per batch, after prefetch) and watch the verdict respond",
-        action="append",
-        metavar="STAGE=MS",
-        target=COMMAND,
-    ),
-    value(
-        "--sample-per-class",
-        "without DATA: images per class (4 classes) in the generated dataset",
-        int,
-        default=128,
-        metavar="N",
-        target=COMMAND,
-    ),
-    action("--print-schema", "print the JSON schema, exit"),
-    switch("--quiet", "no progress bars or log lines", target=COMMAND),
-    VERBOSE,
 ]
 _NO_AUTH = (
     "The tf.data service has no authentication and TensorFlow listens on every interface: run "

@@ -1,0 +1,147 @@
+"""`bench-input`'s report as readable text: the table with spreads, the verdict, the reasons,
+and what to change."""
+
+from __future__ import annotations
+
+from feedgpu.bench.report import SATURATED_SHARE, BenchReport
+from feedgpu.bench.spread import Spread
+
+
+def _range(spread: Spread | None, form: str) -> str:
+    if spread is None or spread.rounds < 2:
+        return "-"
+    return f"{format(spread.low, form)}-{format(spread.high, form)}"
+
+
+# A gap to the ceiling larger than the input wait by this much means the steps themselves run
+# slower end to end: the pipeline and the model compete for the host (measured here: steps
+# 1.15-1.4x slower on a 2-core CPU-only host).
+CONTENTION_GAP = 0.05
+
+
+def render_report(report: BenchReport) -> str:
+    """The report as a readable table with the verdict, the reasons and what to change."""
+    device = report.device
+    xla = "XLA" if device.xla else "no XLA"
+    lines = [
+        f"bench-input: {report.model} on {device.device_type} ({device.precision}, {xla}, "
+        f"{device.num_replicas} replica(s)); batch {report.batch_size}"
+        + (f" in {report.accumulate} micro-batches" if report.accumulate > 1 else "")
+        + f"; {report.data_dir} [{report.split}]",
+        f"  {'phase':<18}{'examples/s':>12}{'p10-p90':>17}  {'step ms p50 / p90':>18}"
+        f"  {'input wait (p10-p90)':>22}",
+    ]
+    p, c, e = report.pipeline, report.ceiling, report.end_to_end
+    lines.append(
+        f"  {'pipeline alone':<18}{p.examples_per_s:>12.1f}{_range(p.spread, '.0f'):>17}  "
+        f"{'first batch ' + format(p.first_batch_s, '.2f') + ' s':>18}"
+    )
+    for name, rate in (("compute ceiling", c), ("end to end", e)):
+        steps = f"{rate.step_ms_median:.1f} / {rate.step_ms_p90:.1f}"
+        wait = ""
+        if rate is e:
+            wait = f"{rate.input_share:.1%} ({_range(rate.share_spread, '.1%')})"
+        lines.append(
+            f"  {name:<18}{rate.examples_per_s:>12.1f}{_range(rate.spread, '.0f'):>17}  "
+            f"{steps:>18}  {wait:>22}"
+        )
+    for name, rate in (("compute ceiling", c), ("end to end", e)):
+        if rate.stopped_early:
+            lines.append(
+                f"note: {name} timed only {rate.num_steps} steps ({rate.total_s:.0f} s, the "
+                "cap): its spread is wide; raise --max-seconds or lower --batch-size"
+            )
+    low, high = report.verdict_range
+    if report.verdict == "uncertain":
+        lines.append(
+            f"verdict: uncertain: input wait is {report.input_share:.1%} of step time, but it "
+            f"ranged {_range(e.share_spread, '.1%')} over the rounds, from {low} to {high}; "
+            "rerun with more --seconds on a quieter machine"
+        )
+    else:
+        bound = {"saturated": "< 5%", "moderately input-bound": "5-20%"}.get(low, ">= 20%")
+        lines.append(
+            f"verdict: {report.verdict}: input wait is {report.input_share:.1%} of step time "
+            f"({bound})"
+            + (
+                ""
+                if report.measurement_problem
+                else f"; end to end runs at {report.fraction_of_ceiling:.0%} of the compute ceiling"
+            )
+        )
+    if report.measurement_problem:
+        lines.append(f"measurement problem: {report.measurement_problem}")
+    compute_ms = e.step_ms_median - e.wait_ms_median
+    unexplained = (1 - report.fraction_of_ceiling) - report.input_share
+    if c.step_ms_median and unexplained > CONTENTION_GAP:
+        # Said so as not to contradict an input-bound verdict: then it is the rest of the gap.
+        lead = (
+            "the gap to the ceiling is not input wait"
+            if report.input_share < SATURATED_SHARE
+            else f"input wait explains {report.input_share:.0%} of step time, and the rest of "
+            "the gap is not input wait"
+        )
+        lines.append(
+            f"note: {lead}: steps compute "
+            f"{compute_ms / c.step_ms_median:.2f}x slower end to end ({compute_ms:.0f} vs "
+            f"{c.step_ms_median:.0f} ms) because the pipeline competes with the model for the host"
+            + (" (expected on a CPU-only host)" if device.device_type == "CPU" else "")
+        )
+    if p.examples_per_s < c.examples_per_s:
+        lines.append(
+            f"the pipeline alone delivers {p.examples_per_s / c.examples_per_s:.0%} of what the "
+            "model can consume"
+        )
+    plan = report.capacity
+    lines.append(
+        f"capacity: the pipeline costs {plan.host_cpu_ms_per_example:.2f} ms of host CPU per "
+        f"example; feeding the ceiling ({c.examples_per_s:.0f} examples/s) takes "
+        f"{plan.cores_needed:.2f} cores (this host has {plan.host_cores})"
+        + (
+            f": {plan.hosts_needed} hosts or tf.data service workers of this size"
+            if plan.hosts_needed > 1
+            else ""
+        )
+    )
+    if plan.service_workers:
+        lines.append(
+            f"tf.data service: {plan.service_workers} worker(s) deliver "
+            f"{p.examples_per_s:.0f} examples/s; {plan.service_workers_needed} would keep the "
+            f"model at its ceiling"
+        )
+    if report.gpu_utilization is not None:
+        lines.append(f"GPU utilisation (NVML) end to end: {report.gpu_utilization:.0%}")
+    elif device.device_type == "GPU":
+        lines.append(f"GPU utilisation: not sampled ({report.gpu_note})")
+    if report.ablation:
+        a = report.ablation
+        lines.append("ablation (pipeline alone; each stage made free in turn):")
+        lines.append(
+            f"  {'baseline':<22}{a.baseline_examples_per_s:>12.1f}"
+            f"{_range(a.baseline_spread, '.0f'):>17}"
+        )
+        for row in a.rows:
+            effect = "  no measurable effect (inside the baseline's spread)"
+            if row.measurable:
+                effect = f"  {row.speedup:>5.2f}x" + (
+                    f"  saves {row.saved_ms_per_example:.3f} ms/example"
+                    if row.saved_ms_per_example is not None
+                    else ""
+                )
+            lines.append(
+                f"  {row.variant:<22}{row.examples_per_s:>12.1f}{_range(row.spread, '.0f'):>17}"
+                + effect
+            )
+        lines.extend(f"to change: {line}" for line in a.advice)
+    if report.profile_dir:
+        lines.append(f"profile: tensorboard --logdir {report.profile_dir} (Profile tab)")
+    if report.compared:
+        o = report.compared
+        lines.append(
+            f"side by side on {report.model}: {report.data_dir}: {e.examples_per_s:,.0f} "
+            f"examples/s, {report.verdict} ({report.input_share:.0%}); feedgpu's on "
+            f"{o.data_dir}: {o.examples_per_s:,.0f} examples/s, {o.verdict} "
+            f"({o.input_share:.0%})"
+        )
+    lines.extend(f"note: {note}" for note in (*report.notes, *device.notes))
+    return "\n".join(lines)

@@ -1,0 +1,141 @@
+"""Timing in rounds: the pipeline alone in windows, and the compute ceiling and end to end in
+alternating rounds (ABAB...), each with the spread that says how sure its number is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from feedgpu.bench.gpu_monitor import GpuMonitor
+from feedgpu.bench.report import PipelineRate, StepRate
+from feedgpu.bench.spread import ROUNDS, Spread
+from feedgpu.bench.steps import StepTimes, batch_size_of, time_steps
+from feedgpu.progress import progress_bar
+
+MIN_STEPS = 20  # timed steps per phase at the least (time allowing: BenchOptions.max_seconds)
+LEAD_STEPS = 3  # untimed steps starting each end-to-end round (see alternate_rounds)
+
+
+class PhaseProgress:
+    """A tqdm bar per phase (none when quiet)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+
+    @contextlib.contextmanager
+    def phase(self, name: str, unit: str = "step") -> Iterator[Callable[[int], None]]:
+        if self.quiet:
+            yield lambda n: None
+            return
+        with progress_bar(desc=f"{name:<16}", unit=unit, leave=False) as bar:
+            yield bar.update
+
+
+def measure_pipeline(
+    batches: Iterator[Any], seconds: float, progress: Callable[[int], None] | None = None
+) -> PipelineRate:
+    """Drain batches for `seconds` after a warm-up of a fifth of that; nothing consumes them.
+
+    The timed part is cut into ROUNDS windows, whose rates give the spread.
+    """
+    t0 = time.perf_counter()
+    next(batches)
+    first = time.perf_counter() - t0
+    warm_until = time.perf_counter() + max(0.5, seconds / 5)
+    while time.perf_counter() < warm_until:
+        next(batches)
+    cpu0, start = time.process_time(), time.perf_counter()
+    examples = count = 0
+    windows: list[float] = []
+    window_start, window_examples = start, 0
+    while time.perf_counter() - start < seconds:
+        size = batch_size_of(next(batches))
+        examples += size
+        window_examples += size
+        count += 1
+        now = time.perf_counter()
+        if now - window_start >= seconds / ROUNDS:
+            windows.append(window_examples / (now - window_start))
+            window_start, window_examples = now, 0
+        if progress:
+            progress(1)
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu0
+    return PipelineRate(
+        first_batch_s=first,
+        examples_per_s=examples / elapsed,
+        batches_per_s=count / elapsed,
+        host_cpu_ms_per_example=1000 * cpu / max(examples, 1),
+        num_batches=count,
+        spread=Spread.of(windows or [examples / elapsed]),
+    )
+
+
+def alternate_rounds(
+    step: Any,
+    resident: list[Any],
+    batches: Iterator[Any],
+    seconds: float,
+    max_seconds: float,
+    progress: PhaseProgress,
+) -> tuple[list[StepTimes], list[StepTimes]]:
+    """The compute ceiling and end to end in alternating rounds (ABAB...), so that drift on a
+    shared machine falls on both; each phase times at least MIN_STEPS steps and `seconds`,
+    unless `max_seconds` runs out first.
+
+    Each end-to-end round begins with LEAD_STEPS untimed steps: while the ceiling round ran,
+    the pipeline filled its prefetch buffer, and those batches would come without waiting.
+    """
+    per_round = seconds / ROUNDS
+    min_steps = -(-MIN_STEPS // ROUNDS)
+    seen: set[Any] = set()
+    ceiling: list[StepTimes] = []
+    together: list[StepTimes] = []
+    cycle = itertools.cycle(resident)
+    with progress.phase("ceiling | e2e") as tick:
+        for r in range(ROUNDS):
+            for parts, source, warm in (
+                (ceiling, cycle, 2 if r == 0 else 0),
+                (together, batches, 2 if r == 0 else LEAD_STEPS),
+            ):
+                parts.append(
+                    time_steps(
+                        step,
+                        source,
+                        seconds=per_round,
+                        warmup_steps=warm,
+                        min_steps=min_steps,
+                        max_seconds=max_seconds / ROUNDS,
+                        seen=seen,
+                        progress=tick,
+                    )
+                )
+    return ceiling, together
+
+
+def measure_model(
+    step: Any,
+    batches: Iterator[Any],
+    setup: Any,
+    seconds: float,
+    max_seconds: float,
+    progress: PhaseProgress,
+) -> tuple[StepRate, StepRate, GpuMonitor]:
+    """The compute ceiling (the step on a few resident batches, copied to the GPU when there
+    is one) and end to end (the step on `batches`), in alternating rounds; GPU utilisation
+    sampled meanwhile."""
+    import tensorflow as tf
+
+    # Resident batches: a few distinct ones, so bucketed text shows each shape it will meet.
+    resident = [next(batches) for _ in range(8)]
+    if setup.device_type == "GPU" and not setup.distributed:
+        with tf.device("/gpu:0"):
+            resident = [tf.nest.map_structure(tf.identity, b) for b in resident]
+    with GpuMonitor(enabled=setup.device_type == "GPU") as monitor:
+        ceiling, together = alternate_rounds(
+            step, resident, batches, seconds, max_seconds, progress
+        )
+    return StepRate.from_rounds(ceiling), StepRate.from_rounds(together), monitor

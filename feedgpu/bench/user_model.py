@@ -1,0 +1,208 @@
+"""The user's own Keras model in bench-input: loaded, fitted to the dataset, and trained by its
+own `train_step` (its loss, metrics and optimizer), so the numbers are about the real model.
+
+A loaded model keeps what it was saved with (dtype policy, optimizer): bench-input options that
+would change those are refused rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from feedgpu.bench.device import DeviceSetup
+from feedgpu.bench.models import MODEL_SIZES
+from feedgpu.errors import UsageError
+
+logger = logging.getLogger(__name__)
+# What a text batch can feed a model, by name (the dataset's features; label as the target).
+TEXT_FEATURES = ("input_ids", "attention_mask", "segment_ids", "positions")
+
+
+def is_user_model(model: Any) -> bool:
+    """True for a Keras model object or a path, False for a built-in size."""
+    return not (isinstance(model, str) and model in MODEL_SIZES)
+
+
+def load_user_model(model: Any, setup: DeviceSetup) -> Any:
+    """The model itself, or loaded from a `.keras` (or legacy `.h5`) file under the strategy.
+
+    Raises:
+        UsageError: no such file, Keras cannot load it, or it is not compiled.
+    """
+    if not isinstance(model, str):
+        return check_compiled(model, f"model {getattr(model, 'name', '')}".strip())
+    if not os.path.isfile(model):
+        raise UsageError(
+            f"--model {model}: no such file; give {', '.join(MODEL_SIZES)} or a model saved "
+            "with model.save('model.keras')"
+        )
+    import keras
+
+    try:
+        with setup.strategy.scope():
+            loaded = keras.saving.load_model(model)
+    except Exception as e:  # Keras raises TypeError, ValueError and others, per cause
+        full = " ".join(str(e).split())
+        text = full[:200] or type(e).__name__
+        hint = "check that it is a model saved with model.save('model.keras')"
+        missing = re.search(r"Could not locate (?:class|function) '([^']+)'", full)
+        if missing:
+            text = f"it uses {missing.group(1)}, which is not registered"
+        if missing or "custom" in full.lower() or "deserializ" in full:
+            hint = (
+                "register its custom layers with @keras.saving.register_keras_serializable() "
+                "in a module and pass it with --import MODULE"
+            )
+        raise UsageError(f"--model {model}: Keras cannot load it ({text}); {hint}") from None
+    return check_compiled(loaded, f"--model {model}")
+
+
+def check_compiled(model: Any, where: str) -> Any:
+    """The model, if compiled with an optimizer (its own train step is what is measured)."""
+    if not getattr(model, "compiled", False) or getattr(model, "optimizer", None) is None:
+        raise UsageError(
+            f"{where}: the model is not compiled: call model.compile(optimizer=..., loss=...) "
+            "before saving it (bench-input trains it with its own loss and optimizer)"
+        )
+    return model
+
+
+@dataclass(frozen=True)
+class ModelFit:
+    """How batches feed the model.
+
+    Attributes:
+        kind: "image" or "text".
+        names: the text features the model takes, in its input order (images: empty).
+        dtypes: each input's dtype (batches are cast on the accelerator).
+        overrides: PipelineSpec changes the model asks for (image size, text length).
+    """
+
+    kind: str
+    names: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    overrides: dict[str, Any]
+
+
+def fit_model(model: Any, kind: str, pack_length: int | None = None) -> ModelFit:
+    """Match the model's inputs to a dataset of `kind`.
+
+    Raises:
+        UsageError: one line naming what the model wants and what the dataset has.
+    """
+    inputs = _inputs(model)
+    dtypes = tuple(str(getattr(t.dtype, "name", t.dtype)) for t in inputs)
+    if kind == "image":
+        shape = tuple(inputs[0].shape)
+        if len(inputs) != 1 or len(shape) != 4 or shape[-1] not in (None, 3):
+            raise UsageError(
+                f"the model wants inputs {_describe(inputs)}; an image dataset gives one batch "
+                "of RGB images, shape (batch, height, width, 3)"
+            )
+        overrides: dict[str, Any] = {}
+        if shape[1] and shape[2]:
+            overrides["image_size"] = (int(shape[1]), int(shape[2]))
+        return ModelFit(kind, (), dtypes, overrides)
+    names = tuple(t.name for t in inputs)
+    if len(inputs) == 1 and names[0] not in TEXT_FEATURES:
+        names = ("input_ids",)  # one unnamed input: the token ids
+    missing = [n for n in names if n not in TEXT_FEATURES]
+    if missing or any(len(tuple(t.shape)) != 2 for t in inputs):
+        have = ", ".join(TEXT_FEATURES if pack_length else TEXT_FEATURES[:2])
+        raise UsageError(
+            f"the model wants inputs {_describe(inputs)}; the dataset gives {have} (batch, "
+            "length) and label: name the model's keras.Input after them"
+        )
+    length = next((t.shape[1] for t in inputs if t.shape[1]), None)
+    overrides = {}
+    if length and pack_length and int(length) != pack_length:
+        raise UsageError(
+            f"the model takes sequences of {length} tokens; this dataset is packed into "
+            f"{pack_length}: re-convert with --pack {length}"
+        )
+    if length and not pack_length:
+        overrides = {"max_length": int(length), "text_mode": "pad"}  # the model's one shape
+    return ModelFit(kind, names, dtypes, overrides)
+
+
+def _inputs(model: Any) -> list[Any]:
+    try:
+        inputs = list(model.inputs or [])
+    except (AttributeError, ValueError):
+        inputs = []
+    if not inputs:
+        raise UsageError(
+            f"model {model.name}: it declares no inputs (a subclassed model never called): "
+            "build it from keras.Input, or call it once on a batch before saving it"
+        )
+    return inputs
+
+
+def _describe(inputs: list[Any]) -> str:
+    return ", ".join(f"{t.name} {tuple(t.shape)}" for t in inputs)
+
+
+def make_model_step(model: Any, fit: ModelFit, setup: DeviceSetup) -> Any:
+    """A callable: one (distributed) batch in, one step of the model's own `train_step`, its
+    loss out. Compiled with XLA when the setup asks and the model allows it; a model that does
+    not compile falls back to no XLA, and `note` says so.
+
+    Unlabelled text trains on its own ids as the targets (`y = input_ids`), what a language
+    model's or a masked-LM's loss takes.
+    """
+    import tensorflow as tf
+
+    def to_model(batch: Any) -> tuple[Any, Any]:
+        features, labels = batch if isinstance(batch, tuple) else (batch, None)
+        if fit.kind == "image":
+            x = tf.cast(features, fit.dtypes[0])
+        else:
+            cast = [tf.cast(features[n], d) for n, d in zip(fit.names, fit.dtypes, strict=True)]
+            x = cast[0] if len(cast) == 1 else dict(zip(fit.names, cast, strict=True))
+        return x, labels if labels is not None else features["input_ids"]
+
+    def one(batch: Any) -> Any:
+        logs = model.train_step(to_model(batch))
+        loss = logs.get("loss") if isinstance(logs, dict) else None
+        return tf.constant(0.0) if loss is None else tf.cast(loss, tf.float32)
+
+    if setup.distributed:
+
+        def replicated(batch: Any) -> Any:
+            losses = setup.strategy.run(one, args=(batch,))
+            return setup.strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
+
+        return FallbackStep(replicated, xla=False)
+    return FallbackStep(one, xla=setup.xla)
+
+
+class FallbackStep:
+    """A tf.function of `fn`, with XLA until a compilation fails, then without it."""
+
+    def __init__(self, fn: Any, xla: bool) -> None:
+        import tensorflow as tf
+
+        self.fn, self.xla = fn, xla
+        self.compiled = tf.function(fn, jit_compile=xla)
+        self.note: str | None = None
+
+    def __call__(self, batch: Any) -> Any:
+        import tensorflow as tf
+
+        try:
+            return self.compiled(batch)
+        except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError) as e:
+            if not self.xla:
+                raise
+            first = " ".join(str(e).split())[:160]
+            self.note = (
+                f"the model's train step does not compile with XLA ({first}): measured without"
+            )
+            logger.warning(self.note)
+            self.xla = False
+            self.compiled = tf.function(self.fn)
+            return self.compiled(batch)
