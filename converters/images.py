@@ -62,6 +62,7 @@ class ImageOptions:
         shard_size_mb: target shard size.
         num_shards: shards per split, overriding shard_size_mb.
         name: dataset name (TFDS-safe).
+        index: write each shard's record index beside it (DALI, PyTorch tfrecord readers).
     """
 
     quality: int = 95
@@ -74,6 +75,7 @@ class ImageOptions:
     shard_size_mb: float = 128
     num_shards: int | None = None
     name: str | None = None
+    index: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.quality <= 100:
@@ -282,6 +284,7 @@ def plan_image_dataset(
             target_shard_bytes=int(options.shard_size_mb * (1 << 20)),
             num_shards=options.num_shards,
             seed=options.seed,
+            indexed=options.index,
         )
     all_jpeg = not options.lossless
     return DatasetPlan(

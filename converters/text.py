@@ -71,6 +71,7 @@ class TextOptions:
         num_shards: shards per split, overriding shard_size_mb.
         chunk_mb: input read per resumable unit.
         name: dataset name (TFDS-safe).
+        index: write each shard's record index beside it (DALI, PyTorch tfrecord readers).
     """
 
     tokenizer: str
@@ -91,6 +92,7 @@ class TextOptions:
     num_shards: int | None = None
     chunk_mb: float = 32
     name: str | None = None
+    index: bool = False
 
     def __post_init__(self) -> None:
         if self.encoding_errors not in ("skip", "replace"):
@@ -249,7 +251,7 @@ def plan_text_dataset(
         split: count_shards(est, target, options.num_shards) for split, est in split_bytes.items()
     }
     tasks = [
-        ShardTask(split, i, n, fmt.shard_filename(name, split, i, n), ())
+        ShardTask(split, i, n, fmt.shard_filename(name, split, i, n), (), options.index)
         for split, n in sorted(shard_counts.items(), key=lambda kv: fmt.split_order(kv[0]))
         for i in range(n)
     ]

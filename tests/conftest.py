@@ -25,6 +25,8 @@ def shard_examples(out: Path) -> list[dict]:
 
     found = []
     for shard in sorted(out.glob("*.tfrecord-*")):
+        if shard.suffix == ".idx":  # a record index beside its shard
+            continue
         with open(shard, "rb") as f:
             found += [decode_example(r) for r in read_records(f)]
     return found

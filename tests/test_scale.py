@@ -39,7 +39,7 @@ def test_beam_multi_processing_mode_writes_the_local_bytes_quietly(
     tmp_path: Path, image_folder: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """Beam's multi-process DirectRunner pickles the work as Dataflow does; quiet stays quiet."""
-    args = ["--num-shards", "3", "--quiet"]
+    args = ["--num-shards", "3", "--quiet", "--index"]  # indexes from Beam workers too
     assert main(["convert", "images", str(image_folder), str(tmp_path / "local"), *args]) == 0
     beam = "--direct_running_mode=multi_processing --direct_num_workers=2"
     code = main(

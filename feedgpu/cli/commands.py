@@ -120,6 +120,21 @@ def verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def index(args: argparse.Namespace) -> int:
+    from feedgpu.errors import DatasetError
+    from feedgpu.format.index import index_dataset
+
+    try:
+        written = index_dataset(args.out, quiet=bool(args.quiet or args.json))
+    except ValueError as e:
+        raise DatasetError(f"{e}; run feedgpu verify {args.out}") from None
+    if args.json:
+        _print_json({"out_dir": args.out, "written": written})
+    else:
+        print(f"{args.out}: {_count(len(written), 'index file')} written")
+    return 0
+
+
 def sample_images(args: argparse.Namespace) -> int:
     from feedgpu.samples import write_sample_images
 

@@ -50,6 +50,11 @@ CONVERSION = [
         metavar="FLAGS",
         target=COMMAND,
     ),
+    switch(
+        "--index",
+        "also write each shard's record index (SHARD.idx: offset and length per record), "
+        "for NVIDIA DALI and PyTorch tfrecord readers",
+    ),
     switch("--strict", "stop at the first bad input instead of skipping it", target=COMMAND),
     switch(
         "--overwrite", "replace a dataset in OUT that was made with other options", target=COMMAND
@@ -119,6 +124,7 @@ TEXT = [
         for f in CONVERSION
     ],
 ]
+INDEX = [value("out", "dataset folder", metavar="OUT", target=COMMAND), *OUTPUT]
 VERIFY = [
     value("out", "dataset folder", metavar="OUT", target=COMMAND),
     switch("--decode", "also decode every image", target=COMMAND),
@@ -241,6 +247,16 @@ def build_parser(commands: Any) -> Parser:
         help="re-read a dataset: CRCs, counts, optionally decode",
         description="Read every record of OUT (CRC checked) and compare "
         "with its manifest. Exit 1 if any problem is found.",
+    )
+    _command(
+        sub,
+        "index",
+        INDEX,
+        commands.index,
+        help="add record indexes (DALI, PyTorch tfrecord) to a converted dataset",
+        description="Write OUT's missing SHARD.idx files (one 'OFFSET LENGTH' line per record, "
+        "read from the record headers) and name them in its manifest, as --index does while "
+        "converting.",
     )
     _command(
         sub,

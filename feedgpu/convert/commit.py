@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from feedgpu import storage
 from feedgpu.convert.plan import ShardTask, Skip
+from feedgpu.format.index import IndexingWriter, index_path
 from feedgpu.format.records import RecordError, Writable, read_records
 
 WORK_DIR = ".feedgpu-work"
@@ -63,12 +64,17 @@ def write_shard(
     """
     final = storage.join(out_dir, task.filename)
     tmp = f"{final}.tmp-{os.getpid()}"
+    indexer: IndexingWriter | None = None
     try:
         with storage.create_streamed(tmp) as f:
-            result = body(task, f, progress)
+            if task.indexed:
+                indexer = IndexingWriter(f)
+            result = body(task, indexer or f, progress)
     except BaseException:
         storage.remove(tmp)
         raise
+    if indexer is not None:  # committed before its shard: a shard never lacks its index
+        storage.write_atomic(index_path(final), indexer.index_bytes())
     storage.write_atomic(
         sidecar_path(out_dir, task.filename), json.dumps(result.to_json()).encode()
     )
@@ -86,6 +92,8 @@ def load_finished(out_dir: str, task: ShardTask) -> ShardResult | None:
     side = sidecar_path(out_dir, task.filename)
     final = storage.join(out_dir, task.filename)
     if not (storage.exists(side) and storage.exists(final)):
+        return None
+    if task.indexed and not storage.exists(index_path(final)):
         return None
     try:
         result = ShardResult.from_json(json.loads(storage.read_bytes(side)))

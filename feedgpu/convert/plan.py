@@ -47,13 +47,15 @@ class SkipItem(Exception):
 
 @dataclass(frozen=True)
 class ShardTask:
-    """One output file and the inputs that go into it, in order."""
+    """One output file and the inputs that go into it, in order; `indexed`: with its record
+    index beside it (`feedgpu.format.index`)."""
 
     split: str
     index: int
     num_shards: int
     filename: str
     items: tuple[Any, ...]
+    indexed: bool = False
 
 
 def count_shards(total_bytes: float, target_shard_bytes: float, num_shards: int | None) -> int:
@@ -75,6 +77,7 @@ def plan_shards(
     target_shard_bytes: int,
     num_shards: int | None,
     seed: int,
+    indexed: bool = False,
 ) -> list[ShardTask]:
     """Spread a split's items over shards: a seeded shuffle, then equal contiguous runs.
 
@@ -95,6 +98,7 @@ def plan_shards(
             num_shards=num_shards,
             filename=shard_filename(name, split, i, num_shards),
             items=tuple(order[i * n // num_shards : (i + 1) * n // num_shards]),
+            indexed=indexed,
         )
         for i in range(num_shards)
     ]

@@ -23,6 +23,7 @@ from feedgpu.convert.plan import ShardTask, Skip
 from feedgpu.convert.summary import Summary
 from feedgpu.errors import DatasetError, UsageError
 from feedgpu.format import layout as fmt
+from feedgpu.format.index import INDEX_SUFFIX, index_path
 from feedgpu.format.manifest import (
     Manifest,
     ShardInfo,
@@ -116,6 +117,7 @@ def _remove_dataset(out_dir: str) -> None:
     for name in storage.listdir(out_dir):
         if (
             fmt.is_shard_filename(name)
+            or fmt.is_shard_filename(name.removesuffix(INDEX_SUFFIX))
             or (".tfrecord-" in name and ".tmp-" in name)
             or name in _METADATA_FILES
             or name.endswith(".labels.txt")
@@ -136,6 +138,8 @@ def _describe_change(old: Manifest, plan: DatasetPlan) -> str:
     )
     if changed:
         pairs = ", ".join(f"{k} {old.options.get(k)!r} -> {plan.options.get(k)!r}" for k in changed)
+        if changed == ["index"] and plan.options.get("index"):
+            return f"options differ ({pairs}: feedgpu index {plan.out_dir} adds the indexes)"
         return f"options differ ({pairs})"
     if old.inputs_fingerprint != plan.inputs_fingerprint:
         return "the input files changed"
@@ -197,7 +201,9 @@ def _finalize(plan: DatasetPlan, results: Sequence[ShardResult], output: RunOutp
     summary = Summary()
     for task in sorted(plan.tasks, key=lambda t: fmt.split_order(t.split)):
         r = by_file[task.filename]
-        shards.setdefault(task.split, []).append(ShardInfo(r.filename, r.num_records, r.num_bytes))
+        index = index_path(r.filename) if task.indexed else None
+        info = ShardInfo(r.filename, r.num_records, r.num_bytes, index)
+        shards.setdefault(task.split, []).append(info)
         summary.merge(Summary(r.stats))
     splits = {name: SplitInfo(tuple(infos)) for name, infos in shards.items()}
     fmt.write_tfds_metadata(

@@ -27,11 +27,13 @@ PAD_TOKENS = ("[PAD]", "<pad>", "<|pad|>")
 
 @dataclass(frozen=True)
 class ShardInfo:
-    """One shard file of a split: its name in the dataset folder, examples and bytes."""
+    """One shard file of a split: its name in the dataset folder, examples and bytes, and its
+    record index's name when it has one (DALI, PyTorch `tfrecord`: `feedgpu.format.index`)."""
 
     file: str
     num_examples: int
     num_bytes: int
+    index: str | None = None
 
 
 @dataclass(frozen=True)
@@ -253,7 +255,12 @@ class Manifest:
                     "num_examples": split.num_examples,
                     "num_bytes": split.num_bytes,
                     "shards": [
-                        {"file": s.file, "num_examples": s.num_examples, "num_bytes": s.num_bytes}
+                        {
+                            "file": s.file,
+                            "num_examples": s.num_examples,
+                            "num_bytes": s.num_bytes,
+                            **({"index": s.index} if s.index else {}),
+                        }
                         for s in split.shards
                     ],
                 }
@@ -301,7 +308,12 @@ class Manifest:
                 splits={
                     name: SplitInfo(
                         tuple(
-                            ShardInfo(s["file"], int(s["num_examples"]), int(s["num_bytes"]))
+                            ShardInfo(
+                                s["file"],
+                                int(s["num_examples"]),
+                                int(s["num_bytes"]),
+                                s.get("index"),
+                            )
                             for s in split["shards"]
                         )
                     )

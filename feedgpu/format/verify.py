@@ -8,6 +8,7 @@ from typing import Any
 
 from feedgpu import storage
 from feedgpu.format import layout as fmt
+from feedgpu.format.index import read_index
 from feedgpu.format.manifest import read_manifest
 from feedgpu.format.records import RecordError, decode_example, read_records
 from feedgpu.progress import progress_bar
@@ -65,9 +66,12 @@ def verify_dataset(out_dir: str, *, decode: bool = False, quiet: bool = True) ->
             report.problems.append(f"{shard.file}: missing")
             continue
         count, damaged = 0, False
+        entries: list[tuple[int, int]] = []  # each record's offset and framed length
         with storage.open_file(path, "rb") as f:
             try:
                 for count, record in enumerate(read_records(f), 1):
+                    start = entries[-1][0] + entries[-1][1] if entries else 0
+                    entries.append((start, len(record) + 16))
                     bar.update(len(record) + 16)
                     if decode:
                         problem = _check_record(record, images)
@@ -81,8 +85,28 @@ def verify_dataset(out_dir: str, *, decode: bool = False, quiet: bool = True) ->
             report.problems.append(
                 f"{shard.file}: {count} records readable, manifest says {shard.num_examples}"
             )
+        if shard.index and not damaged:
+            report.problems += _check_index(out_dir, shard.index, entries)
     bar.close()
     return report
+
+
+def _check_index(out_dir: str, name: str, entries: list[tuple[int, int]]) -> list[str]:
+    """Problems with a shard's record index, against the records as read."""
+    path = storage.join(out_dir, name)
+    if not storage.exists(path):
+        return [f"{name}: index missing (feedgpu index OUT writes it)"]
+    try:
+        listed = read_index(path)
+    except ValueError as e:
+        return [f"{name}: not an index of OFFSET LENGTH lines ({e})"]
+    if listed == entries:
+        return []
+    pairs = zip(listed, entries, strict=False)  # of unequal lengths: the shorter decides
+    wrong = next((i for i, (a, b) in enumerate(pairs) if a != b), None)
+    if wrong is None:
+        return [f"{name}: {len(listed)} entries for {len(entries)} records"]
+    return [f"{name}: entry {wrong} says {listed[wrong]}, the record is at {entries[wrong]}"]
 
 
 def _check_record(record: bytes, image_features: list[str]) -> str | None:
