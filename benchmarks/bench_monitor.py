@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import statistics
 import tempfile
@@ -56,7 +57,9 @@ def main(argv: Sequence[str] | None = None) -> MonitorBenchResult:
     parser.add_argument("--shares", default="0,10,30,60", help="percent of step time")
     parser.add_argument("--steps", type=int, default=60, help="steps per fit")
     parser.add_argument("--window", type=int, default=20)
-    parser.add_argument("--pairs", type=int, default=3, help="overhead: fits with/without")
+    parser.add_argument(
+        "--pairs", type=int, default=3, help="overhead: fits with/without (0: not measured)"
+    )
     parser.add_argument("--data", help="keep the generated dataset here")
     parser.add_argument("--xla", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args(argv)
@@ -145,7 +148,9 @@ def main(argv: Sequence[str] | None = None) -> MonitorBenchResult:
             monitor = feedgpu.FeedMonitor(window=args.window, start=start, verbose=0)
             fit(0.0, monitor if with_monitor else None, timer)
             times[with_monitor].append(timer.seconds)
-    overhead = statistics.median(times[True]) / statistics.median(times[False]) - 1
+    overhead = math.nan  # --pairs 0: not measured
+    if args.pairs:
+        overhead = statistics.median(times[True]) / statistics.median(times[False]) - 1
     if not args.data:
         shutil.rmtree(workdir, ignore_errors=True)
     result = MonitorBenchResult(

@@ -184,7 +184,7 @@ from feedgpu.bench.device import DeviceConfig, resolve_devices
 from feedgpu.bench.measure import BenchOptions, bench_input
 from feedgpu.bench.render import render_report
 from feedgpu.pipeline.stages import StageChanges
-quick = {"seconds": 1.0, "max_seconds": 2.0, "ablation_seconds": 0.7, "quiet": True}
+quick = {"seconds": 0.6, "max_seconds": 2.0, "ablation_seconds": 0.7, "quiet": True}
 setup = resolve_devices(DeviceConfig(xla=False))  # input wait is the question, not XLA's compile
 small = {"image_size": (32, 32), "cache": "memory"}
 images = sys.argv[1]

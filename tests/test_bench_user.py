@@ -181,3 +181,24 @@ def test_cli_dataset_fn_and_refusals(
     assert "cannot import nomodule" in capsys.readouterr().err
     code = main(["bench-input", "--model", model, "--precision", "float32", *common])
     assert code == 2 and "keeps the dtype policy" in capsys.readouterr().err
+
+
+def test_a_model_xla_cannot_compile_is_measured_without_it_and_says_so(images: str) -> None:
+    class HostSide(keras.layers.Layer):
+        """An op XLA has no kernel for: the step must fall back to no XLA."""
+
+        def call(self, x: tf.Tensor) -> tf.Tensor:
+            doubled = tf.numpy_function(lambda a: a * 2, [x], tf.float32)
+            return tf.ensure_shape(doubled, x.shape)
+
+    inputs = keras.Input((24, 24, 3))
+    x = HostSide()(keras.layers.Rescaling(1 / 255)(inputs))
+    model = keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Flatten()(x)), name="host")
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    report = bench_input(
+        images, BenchOptions(model=model, **QUICK), setup=resolve_devices(DeviceConfig(xla=True))
+    )
+    assert any("does not compile with XLA" in note for note in report.notes), report.notes
+    assert report.end_to_end.num_steps >= 20 and "note: the model's train step" in render_report(
+        report
+    )
