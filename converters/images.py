@@ -292,7 +292,13 @@ def plan_image_dataset(
         name=name,
         converter="images",
         source=src,
-        options={**asdict(options), "name": name, "labels_file": bool(labels_file)},
+        # index recorded only when on: datasets converted before --index existed keep their
+        # fingerprint, so re-running the same command finds them complete.
+        options={
+            **{k: v for k, v in asdict(options).items() if k != "index" or v},
+            "name": name,
+            "labels_file": bool(labels_file),
+        },
         inputs_fingerprint=fingerprint_files(files, extra_fingerprint),
         features=[
             fmt.Feature("image", "string", kind="image", encoding="jpeg" if all_jpeg else None),

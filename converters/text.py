@@ -286,7 +286,13 @@ def plan_text_dataset(
     )
     # Options that change the bytes; pad_id only when given, so that datasets converted
     # before it existed are recognised as the same on a re-run.
-    recorded = {k: v for k, v in asdict(options).items() if k != "pad_id" or v is not None}
+    # pad_id and index recorded only when set: datasets converted before they existed keep
+    # their fingerprint, so re-running the same command finds them complete.
+    recorded = {
+        k: v
+        for k, v in asdict(options).items()
+        if (k != "pad_id" or v is not None) and (k != "index" or v)
+    }
     plan = DatasetPlan(
         out_dir=out_dir,
         name=name,

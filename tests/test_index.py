@@ -82,6 +82,8 @@ def test_feedgpu_index_adds_them_to_an_existing_dataset(
     args = ["--quiet", "--num-shards", "3"]
     assert main(["convert", "images", str(image_folder), str(out), *args]) == 0
     assert not list(out.glob("*.idx"))
+    # Off, it is not recorded: datasets converted before --index keep their fingerprint.
+    assert "index" not in json.loads((out / "feedgpu.json").read_text())["options"]
     assert main(["index", str(out)]) == 0
     assert "3 index files written" in capsys.readouterr().out
     assert check_indexes(out) > 0 and feedgpu.verify_dataset(str(out)).ok

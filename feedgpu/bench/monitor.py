@@ -26,7 +26,8 @@ logger = logging.getLogger(__name__)
 
 
 class FeedMonitor(keras.callbacks.Callback):
-    """Measures input wait inside `model.fit`, a window of steps at a time.
+    """Measures input wait inside `model.fit`, a window of steps at a time; each window's
+    trace is read (and its line printed) at the end of its epoch, between steps.
 
     Args:
         window: steps profiled per window.
@@ -69,6 +70,7 @@ class FeedMonitor(keras.callbacks.Callback):
         self._next_due = start
         self._epoch_done = False
         self._active: _Session | None = None
+        self._unread: list[_Session] = []  # windows profiled, their traces not read yet
         self._writer: Any = None
 
     # -- Keras hooks -----------------------------------------------------------------------
@@ -98,6 +100,7 @@ class FeedMonitor(keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         if self._active is not None:  # an epoch shorter than the window: what it saw
             self._finish()
+        self._read_traces()
         if logs is not None and self.windows:
             last = self.windows[-1]
             logs["input_share"] = last.input_share
@@ -108,6 +111,7 @@ class FeedMonitor(keras.callbacks.Callback):
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
         if self._active is not None:
             self._finish()
+        self._read_traces()
         if self._writer is not None:
             self._writer.close()
 
@@ -127,10 +131,21 @@ class FeedMonitor(keras.callbacks.Callback):
             self._next_due = self._step + self.every - self.window
 
     def _finish(self) -> None:
+        """Stop the window's profiler; its trace is read at the epoch's end, between steps:
+        read right away, on the hook's thread beside the next steps, it took their CPU (+3% on
+        the steps after the window, bench_monitor.py)."""
         session, self._active = self._active, None
         assert session is not None
-        found = session.end(KERAS_STEPS, self.keep_traces)
+        session.stop()
+        self._unread.append(session)
         self._settle()
+
+    def _read_traces(self) -> None:
+        unread, self._unread = self._unread, []
+        for session in unread:
+            self._report(session, session.read(KERAS_STEPS, self.keep_traces))
+
+    def _report(self, session: _Session, found: InputWindow | None) -> None:
         if found is None:
             logger.warning("FeedMonitor: the profiler recorded no training step in this window")
             return
@@ -191,10 +206,14 @@ class _Session:
             return cls(folder, first_step, skipped=True)
         return cls(folder, first_step)
 
-    def end(self, step_names: tuple[str, ...], keep: bool, wall_s: float | None = None) -> Any:
+    def stop(self) -> None:
         import tensorflow as tf
 
         tf.profiler.experimental.stop()
+
+    def read(
+        self, step_names: tuple[str, ...], keep: bool, wall_s: float | None = None
+    ) -> InputWindow | None:
         try:
             return read_window(self.folder, step_names, wall_s)
         finally:
@@ -236,7 +255,9 @@ def watch_input(
         yield watch
     finally:
         if not session.skipped:
-            found = session.end((), keep_trace, wall_s=time.perf_counter() - start)
+            wall = time.perf_counter() - start
+            session.stop()
+            found = session.read((), keep_trace, wall_s=wall)
             if found is not None:
                 counted = steps if steps is not None else found.steps
                 watch.window = replace(found, steps=counted, examples_per_step=batch_size)
