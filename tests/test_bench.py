@@ -195,7 +195,7 @@ def keep(name, report):
 keep("heavy", bench_input(images, BenchOptions(model="medium", ablation="never",
                                               overrides=small, **quick), setup=setup))
 decode = keep("decode", bench_input(images, BenchOptions(model="small", ablation="auto",
-              overrides=small, stages=StageChanges(delay_s=(("decode", 0.02),)), **quick),
+              overrides=small, stages=StageChanges(delay_s=(("decode", 0.005),)), **quick),
               setup=setup))
 c = decode.ceiling  # the small model's compute alone, on resident batches
 delay = 2 * c.step_ms_median / 1000  # twice the compute: ~67% input wait
@@ -240,7 +240,7 @@ def test_ablation_names_the_stage_a_delay_was_injected_into(cpu_verdicts: dict[s
     ablation = report["ablation"]
     assert ablation is not None and ablation["bottleneck"] == "decode", text
     rows = {r["variant"]: r for r in ablation["rows"]}
-    assert rows["decode free"]["speedup"] > 2  # 20 ms an image made free: ~50x here
+    assert rows["decode free"]["speedup"] > 2  # 5 ms an image made free: ~5x here
     assert "to change: JPEG decoding costs most" in text
 
 
