@@ -20,7 +20,8 @@ from typing import Any
 # Words of 26 characters or more (26 can exceed 100 UTF-8 bytes), matched from their start
 # only: without the look-behind the search retries at each character (24 vs 13 us a document).
 _LONG_WORD = re.compile(r"(?<!\S)\S{26,}")
-PLAIN_ASCII = r"[\t\n\r\x20-\x7e]*"  # RE2: ASCII without controls, never redone
+_PLAIN_CHARS = r"\t\n\r\x20-\x7e"  # an RE2 class's ASCII without controls: never redone
+PLAIN_ASCII = f"[{_PLAIN_CHARS}]*"
 _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # Whitespace to both tokenizers (unlike \x0b, \x0c, \x1c-\x1f: HF drops those as controls).
 _ASCII_SPACE = re.compile(r"[ \t\n\r]+")
@@ -112,7 +113,7 @@ def fine_text_pattern(lowercase: bool) -> str:
             spans.append([c, c])
     spans += [[a, b] for a, b in FINE_BLOCKS]
     ranges = "".join(f"\\x{{{a:X}}}-\\x{{{b:X}}}" if a < b else f"\\x{{{a:X}}}" for a, b in spans)
-    return f"[\\t\\n\\r\\x20-\\x7e{ranges}]*"
+    return f"[{_PLAIN_CHARS}{ranges}]*"
 
 
 def cleared_in_graph(texts: Any, lowercase: bool) -> Any:

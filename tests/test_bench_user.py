@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import jsonschema
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -17,7 +18,6 @@ from feedgpu.bench.schema import BENCH_REPORT_SCHEMA
 from feedgpu.cli import main
 from feedgpu.samples import write_sample_images
 
-keras = pytest.importorskip("keras")
 QUICK = {"seconds": 0.5, "ablation": "never", "quiet": True, "batch_size": 8}
 
 

@@ -8,13 +8,12 @@ import itertools
 import time
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import feedgpu
-
-keras = pytest.importorskip("keras")
 
 STALL_S = 0.03  # per batch; the model's step computes in ~1-3 ms on these hosts
 

@@ -24,6 +24,7 @@ from feedgpu.bench.report import (
     CapacityPlan,
     Compared,
     PipelineRate,
+    StepRate,
 )
 from feedgpu.bench.rounds import PhaseProgress, measure_model, measure_pipeline
 from feedgpu.bench.steps import batch_size_of, make_train_step, time_steps
@@ -221,20 +222,17 @@ def _bench_feedgpu(
         alone = measure_pipeline(iter(data), options.seconds, tick)
     if alone.num_batches == 0:
         raise UsageError("the pipeline gave no full batch in the time allowed: lower --batch-size")
-    if fit is not None:
-        step: Any = make_model_step(model, fit, setup)
-        name = f"{model.name} (yours)"
-    else:
-        workload = build_workload(
-            spec.kind,
-            options.model,
-            setup,
-            num_classes=len(manifest.label_names),
-            image_size=spec.image_size,
-            vocab_size=manifest.tokenizer.vocab_size if manifest.tokenizer else 30522,
-            max_length=max(spec.max_length, manifest.pack_length or 0),
-        )
-        step, name = make_train_step(workload, setup, options.accumulate), workload.name
+    step, name = _train_step(
+        model,
+        fit,
+        spec.kind,
+        options,
+        setup,
+        num_classes=len(manifest.label_names),
+        image_size=spec.image_size,
+        vocab_size=manifest.tokenizer.vocab_size if manifest.tokenizer else 30522,
+        max_length=max(spec.max_length, manifest.pack_length or 0),
+    )
     ceiling, end_to_end, monitor = measure_model(
         step, iter(data), setup, options.seconds, options.cap_seconds, progress
     )
@@ -246,25 +244,21 @@ def _bench_feedgpu(
     ):
         split_bytes = manifest.split(spec.split).num_bytes
         ablation = run_ablation(spec, options.stages, rate, split_bytes)
-    return BenchReport(
+    return _report(
+        options,
+        setup,
+        step,
+        name,
+        alone,
+        (ceiling, end_to_end, monitor),
         data_dir=data_dir,
         split=spec.split,
         kind=spec.kind,
-        model=name,
         batch_size=options.batch_size,
-        accumulate=options.accumulate,
-        device=setup,
-        pipeline=alone,
-        ceiling=ceiling,
-        end_to_end=end_to_end,
-        gpu_utilization=monitor.utilization,
-        gpu_note=monitor.unavailable,
         ablation=ablation,
         capacity=CapacityPlan.of(alone, ceiling, options.service_workers if spec.service else None),
         spec=(ablation.best_spec if ablation else spec).with_changes(repeat=asked.repeat),
         profile_dir=options.profile_dir,
-        seconds=options.seconds,
-        notes=tuple(n for n in [getattr(step, "note", None)] if n),
     )
 
 
@@ -273,10 +267,6 @@ def _bench_dataset(
 ) -> BenchReport:
     """Your tf.data pipeline on the model: the three rates and the verdict (no ablation)."""
     shape = describe(dataset)
-    notes = [
-        "the ablation needs a feedgpu pipeline: skipped for your dataset (convert the data "
-        "with feedgpu convert and give DATA too, to compare the two)"
-    ]
     if setup.distributed:
         dataset = setup.strategy.experimental_distribute_dataset(dataset)
     with progress.phase("pipeline alone", "batch") as tick:
@@ -284,43 +274,77 @@ def _bench_dataset(
     batches = endless(dataset)
     first = [next(batches) for _ in range(4)]
     batches = itertools.chain(first, batches)
-    if model is not None:
-        fit = fit_model(model, shape.kind)
-        wanted = fit.overrides.get("image_size")
-        if wanted and shape.image_size and wanted != shape.image_size:
-            raise UsageError(
-                f"the model takes {wanted[0]}x{wanted[1]} images; {DATASET_NAME} gives "
-                f"{shape.image_size[0]}x{shape.image_size[1]}"
-            )
-        step: Any = make_model_step(model, fit, setup)
-        name = f"{model.name} (yours)"
-    else:
-        if shape.kind == "text" and "attention_mask" not in shape.features:
-            raise UsageError(
-                f"the built-in text model takes input_ids and attention_mask; {DATASET_NAME} "
-                f"gives {', '.join(shape.features)}: pass your own model with --model"
-            )
-        spec_shape = tf_shape(first[0])
-        workload = build_workload(
-            shape.kind,
-            options.model,
-            setup,
-            num_classes=label_count(first) if shape.labelled or shape.kind == "image" else 0,
-            image_size=shape.image_size or (spec_shape[1], spec_shape[2]),
-            vocab_size=vocab_count(first) if shape.kind == "text" else 30522,
-            max_length=max(512, spec_shape[1]) if shape.kind == "text" else 512,
+    fit = fit_model(model, shape.kind) if model is not None else None
+    wanted = fit.overrides.get("image_size") if fit else None
+    if wanted and shape.image_size and wanted != shape.image_size:
+        raise UsageError(
+            f"the model takes {wanted[0]}x{wanted[1]} images; {DATASET_NAME} gives "
+            f"{shape.image_size[0]}x{shape.image_size[1]}"
         )
-        step, name = make_train_step(workload, setup, options.accumulate), workload.name
-    ceiling, end_to_end, monitor = measure_model(
-        step, batches, setup, options.seconds, options.cap_seconds, progress
-    )
-    notes += [n for n in [getattr(step, "note", None)] if n]
-    return BenchReport(
+    if fit is None and shape.kind == "text" and "attention_mask" not in shape.features:
+        raise UsageError(
+            f"the built-in text model takes input_ids and attention_mask; {DATASET_NAME} "
+            f"gives {', '.join(shape.features)}: pass your own model with --model"
+        )
+    sizes: dict[str, Any] = {}  # a built-in model's, from the first batches
+    if fit is None:
+        dims, text = _first_shape(first[0]), shape.kind == "text"
+        sizes = {
+            "num_classes": label_count(first) if shape.labelled or not text else 0,
+            "image_size": (224, 224) if text else shape.image_size or (dims[1], dims[2]),
+            "vocab_size": vocab_count(first) if text else 30522,
+            "max_length": max(512, dims[1]) if text else 512,
+        }
+    step, name = _train_step(model, fit, shape.kind, options, setup, **sizes)
+    measured = measure_model(step, batches, setup, options.seconds, options.cap_seconds, progress)
+    return _report(
+        options,
+        setup,
+        step,
+        name,
+        alone,
+        measured,
         data_dir=DATASET_NAME,
         split="-",
         kind=shape.kind,
-        model=name,
         batch_size=batch_size_of(first[0]),
+        ablation=None,
+        capacity=CapacityPlan.of(alone, measured[0], None),
+        spec=None,
+        profile_dir=None,
+        notes=(
+            "the ablation needs a feedgpu pipeline: skipped for your dataset (convert the data "
+            "with feedgpu convert and give DATA too, to compare the two)",
+        ),
+    )
+
+
+def _train_step(
+    model: Any, fit: Any, kind: str, options: BenchOptions, setup: DeviceSetup, **shape: Any
+) -> tuple[Any, str]:
+    """The step to time and the model's name: a user's model with its own train step, else
+    the built-in workload of options.model sized by `shape` (build_workload's arguments)."""
+    if model is not None:
+        return make_model_step(model, fit, setup), f"{model.name} (yours)"
+    workload = build_workload(kind, options.model, setup, **shape)
+    return make_train_step(workload, setup, options.accumulate), workload.name
+
+
+def _report(
+    options: BenchOptions,
+    setup: DeviceSetup,
+    step: Any,
+    name: str,
+    alone: PipelineRate,
+    measured: tuple[StepRate, StepRate, Any],
+    **fields: Any,
+) -> BenchReport:
+    """A BenchReport of what both kinds of run measure, with the fields that tell them apart;
+    a step's note (no XLA) joins the notes."""
+    ceiling, end_to_end, monitor = measured
+    note = getattr(step, "note", None)
+    return BenchReport(
+        model=name,
         accumulate=options.accumulate,
         device=setup,
         pipeline=alone,
@@ -328,16 +352,12 @@ def _bench_dataset(
         end_to_end=end_to_end,
         gpu_utilization=monitor.utilization,
         gpu_note=monitor.unavailable,
-        ablation=None,
-        capacity=CapacityPlan.of(alone, ceiling, None),
-        spec=None,
-        profile_dir=None,
         seconds=options.seconds,
-        notes=tuple(notes),
+        **{**fields, "notes": (*fields.get("notes", ()), *([note] if note else []))},
     )
 
 
-def tf_shape(batch: Any) -> tuple[int, ...]:
+def _first_shape(batch: Any) -> tuple[int, ...]:
     """The first feature's shape in a batch (images, or text's input_ids)."""
     import tensorflow as tf
 

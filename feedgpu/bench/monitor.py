@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -193,6 +194,8 @@ class _Session:
 
         # A folder a window: the profiler names its runs by the second, and windows a second
         # apart would overwrite each other.
+        if trace_dir:
+            os.makedirs(trace_dir, exist_ok=True)
         folder = tempfile.mkdtemp(prefix=f"step-{first_step}-", dir=trace_dir)
         try:
             tf.profiler.experimental.start(folder)

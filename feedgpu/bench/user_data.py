@@ -28,8 +28,7 @@ def dataset_from_fn(target: str) -> Any:
     module_name, _, function_name = target.partition(":")
     if not module_name or not function_name:
         raise UsageError(f"--dataset-fn {target!r}: expected MODULE:FUNCTION, e.g. mytrain:make_ds")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    _cwd_importable()
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
@@ -47,13 +46,18 @@ def dataset_from_fn(target: str) -> Any:
 
 def import_modules(names: list[str]) -> None:
     """Import modules that register Keras custom objects (`--import`)."""
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    _cwd_importable()
     for name in names:
         try:
             importlib.import_module(name)
         except ImportError as e:
             raise UsageError(f"--import {name}: cannot import it ({e})") from None
+
+
+def _cwd_importable() -> None:
+    """Modules in the current directory importable, as `python -c` finds them."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
 
 
 def endless(dataset: Any) -> Iterator[Any]:

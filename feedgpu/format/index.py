@@ -14,7 +14,7 @@ import struct
 from collections.abc import Iterator
 
 from feedgpu import storage
-from feedgpu.format.records import Writable
+from feedgpu.format.records import Writable, masked_crc
 
 INDEX_SUFFIX = ".idx"
 _HEADER = 12  # 8-byte length, 4-byte masked CRC of it
@@ -72,15 +72,13 @@ def shard_index(path: str) -> Iterator[tuple[int, int]]:
     Raises:
         ValueError: a damaged or truncated header.
     """
-    from feedgpu.format.records import _masked_crc
-
     with storage.open_file(path, "rb") as f:
         offset = 0
         while header := f.read(_HEADER):
             if len(header) < _HEADER:
                 raise ValueError(f"{path}: truncated record header at byte {offset}")
             (length,) = struct.unpack_from("<Q", header)
-            if struct.unpack_from("<I", header, 8)[0] != _masked_crc(header[:8]):
+            if struct.unpack_from("<I", header, 8)[0] != masked_crc(header[:8]):
                 raise ValueError(f"{path}: damaged record header at byte {offset}")
             size = _HEADER + length + _FOOTER
             f.seek(offset + size)

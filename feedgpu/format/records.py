@@ -229,7 +229,8 @@ def decode_example(data: bytes) -> ParsedExample:
     return out
 
 
-def _masked_crc(data: bytes) -> int:
+def masked_crc(data: bytes) -> int:
+    """TFRecord's masked CRC32C of data (of a length header, or of a record's data)."""
     crc = google_crc32c.value(data)
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
@@ -243,7 +244,7 @@ def _head(length: int) -> bytes:
     head = _HEADS.get(length)
     if head is None:
         packed = struct.pack("<Q", length)
-        head = packed + _pack_u32(_masked_crc(packed))
+        head = packed + _pack_u32(masked_crc(packed))
         if len(_HEADS) < 1 << 16:
             _HEADS[length] = head
     return head
@@ -252,7 +253,7 @@ def _head(length: int) -> bytes:
 def _framing(data: bytes) -> tuple[bytes, bytes]:
     """What goes before one record's data and after it (the data's masked CRC32C): the TFRecord
     format."""
-    return _head(len(data)), _pack_u32(_masked_crc(data))
+    return _head(len(data)), _pack_u32(masked_crc(data))
 
 
 class Writable(Protocol):
@@ -317,7 +318,7 @@ def read_records(
             (length,) = struct.unpack("<Q", header[:8])
             body = (
                 stream.read(length + 4)
-                if struct.unpack("<I", header[8:])[0] == _masked_crc(header[:8])
+                if struct.unpack("<I", header[8:])[0] == masked_crc(header[:8])
                 else b""
             )
             if not body:
@@ -326,7 +327,7 @@ def read_records(
                 problem = RecordError(index, offset, "truncated record")
             else:
                 data = body[:length]
-                if struct.unpack("<I", body[length:])[0] != _masked_crc(data):
+                if struct.unpack("<I", body[length:])[0] != masked_crc(data):
                     damaged = RecordError(index, offset, "data CRC mismatch")
                     if on_damage is None:
                         raise damaged
