@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from feedgpu.format.manifest import Manifest, read_manifest
     from feedgpu.format.verify import VerifyReport, verify_dataset
     from feedgpu.pipeline.build import build_pipeline
+    from feedgpu.pipeline.fit_backup import FitBackup
+    from feedgpu.pipeline.position import InputPosition
     from feedgpu.pipeline.readers import dropped_records, read_dataset
     from feedgpu.pipeline.service import start_dispatcher, start_worker
     from feedgpu.pipeline.spec import PipelineSpec
@@ -66,6 +68,8 @@ _EXPORTS = {
     "read_manifest": "feedgpu.format.manifest",
     "PipelineSpec": "feedgpu.pipeline",
     "build_pipeline": "feedgpu.pipeline",
+    "FitBackup": "feedgpu.pipeline.fit_backup",
+    "InputPosition": "feedgpu.pipeline.position",
     "dropped_records": "feedgpu.pipeline",
     "read_dataset": "feedgpu.pipeline",
     "write_sample_images": "feedgpu.samples",
@@ -100,8 +104,10 @@ __all__ = [
     "Feature",
     "FeedMonitor",
     "FeedgpuError",
+    "FitBackup",
     "ImageOptions",
     "InputError",
+    "InputPosition",
     "InputWindow",
     "Manifest",
     "PipelineSpec",

@@ -86,3 +86,15 @@ def fast_wordpiece_step(fast_bert_tokenizer: Any) -> Any:
     it from the same vocabulary but offers no public handle on it.
     """
     return getattr(fast_bert_tokenizer, "_fast_wordpiece_tokenizer", None)
+
+
+def trackable_base() -> Any:
+    """The base class of objects `tf.train.Checkpoint` saves through their own tensors
+    (`_serialize_to_tensors` / `_restore_from_tensors`), as TensorFlow's lookup tables do.
+
+    A `tf.Module` would save its variables but could not check, while a checkpoint is read,
+    that the saved state belongs to this object (`InputPosition` refuses another pipeline's).
+    """
+    import tensorflow as tf
+
+    return tf.__internal__.tracking.Trackable

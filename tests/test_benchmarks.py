@@ -122,3 +122,15 @@ def test_bench_service_smoke(capsys) -> None:
     )  # fmt: skip
     assert result.local_img_s > 0 and result.service_1_img_s > 0 and result.service_2_img_s > 0
     assert "(b)/(a) =" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_bench_resume_smoke(tmp_path: Path, capsys) -> None:
+    bench = load("bench_resume")
+    rows = bench.main(
+        ["--images", "48", "--batch", "8", "--rounds", "1", "--fractions", "0.5",
+         "--data", str(tmp_path / "data")]
+    )  # fmt: skip
+    (row,) = rows
+    assert row.batches == 3 and 0 < row.state_bytes < 64 * 1024
+    assert row.iterator_bytes > row.state_bytes and row.restart_s > 0
+    assert "resume cost at 50%" in capsys.readouterr().out.splitlines()[-1]

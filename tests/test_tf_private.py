@@ -82,3 +82,29 @@ def test_fast_bert_tokenizer_keeps_its_wordpiece_step() -> None:
         "FastBertTokenizer._fast_wordpiece_tokenizer", "fast_wordpiece_step"
     )
     assert step.tokenize(tf.constant(["ab"])).to_list() == [[1, 2]]
+
+
+def test_trackable_base_saves_and_restores_through_its_own_tensors(tmp_path) -> None:
+    import tensorflow as tf
+
+    from feedgpu.tf_private import trackable_base
+
+    try:
+        base = trackable_base()
+    except AttributeError:
+        pytest.fail(_gone("__internal__.tracking.Trackable", "trackable_base"))
+
+    class Held(base):
+        def __init__(self, value: int) -> None:
+            self.value = value
+
+        def _serialize_to_tensors(self) -> dict:
+            return {"value": tf.constant(self.value)}
+
+        def _restore_from_tensors(self, restored: dict) -> None:
+            self.value = int(restored["value"].numpy())
+
+    path = tf.train.Checkpoint(held=Held(7)).write(str(tmp_path / "held"))
+    again = Held(0)
+    tf.train.Checkpoint(held=again).read(path).assert_consumed()
+    assert again.value == 7, _gone("the _serialize_to_tensors protocol", "trackable_base")

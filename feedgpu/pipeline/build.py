@@ -9,30 +9,47 @@ still differs per epoch) -> images: shuffle, parallel map (decode-and-crop, augm
 text: stays in blocks, shuffled, bucketed and padded a group of blocks at a time (see
 `text.text_batches`) -> `drop_remainder` when training so XLA sees static shapes ->
 prefetch (to the GPU when there is one). AUTOTUNE parallelism throughout.
+
+Every random draw is keyed by the seed, the epoch and the element's place in it, and an
+iteration runs the epochs of an `epochs.epoch_plan`: with an `InputPosition`, an iterator starts
+at the batch the position names, skipping the records before it undecoded (exact resume).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import random
+from typing import TYPE_CHECKING, Any
 
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import read_manifest
-from feedgpu.pipeline.epochs import batches_per_epoch
+from feedgpu.pipeline.epochs import epoch_batches, epoch_plan, example_epoch, run_epochs
 from feedgpu.pipeline.images import image_batches
-from feedgpu.pipeline.readers import cached, read_blocks, read_examples
+from feedgpu.pipeline.readers import epoch_source
 from feedgpu.pipeline.spec import PipelineSpec
 from feedgpu.pipeline.stages import StageChanges, sleep_elements
 
+if TYPE_CHECKING:
+    from feedgpu.pipeline.position import InputPosition
+
 
 def build_pipeline(
-    spec: PipelineSpec, input_context: Any = None, stages: StageChanges | None = None
+    spec: PipelineSpec,
+    input_context: Any = None,
+    stages: StageChanges | None = None,
+    position: InputPosition | None = None,
 ) -> Any:
     """The batched, prefetched `tf.data.Dataset` a spec describes.
 
     Images give (image [B, H, W, 3] of spec.dtype, label [B]); text gives ({"input_ids",
     "attention_mask", ...}, label) or just the dict for unlabelled text. Works as is with
     `model.fit`, and with `strategy.distribute_datasets_from_function` through input_context.
-    `stages` is for measurement only (see StageChanges).
+    With a `position` (made for this spec and input_context), each iterator starts at the
+    batch the position names, and the batches are exactly those an uninterrupted run with the
+    same seed sees there; the dataset's length is then left unknown (an iterator may start
+    mid-epoch). `stages` is for measurement only (see StageChanges).
+
+    Raises:
+        UsageError: the position was made for another spec, dataset or input context.
     """
     import tensorflow as tf
 
@@ -45,14 +62,24 @@ def build_pipeline(
             f"use kind={manifest.kind!r} (PipelineSpec.for_dataset sets it)"
         )
     stages = stages or StageChanges()
-    if spec.kind == "image":
-        ds = image_batches(read_examples(spec, manifest, input_context, stages), spec, stages)
-    else:  # text stays in blocks until it is batched: per-example stages are what cost here
-        ds = cached(read_blocks(spec, manifest, input_context, stages), spec)
-        ds = text_batches(ds, spec, manifest.labelled, manifest.pack_length)
-    count = None if stages.skip else batches_per_epoch(spec, manifest, input_context)
+    if position is not None:
+        position.check(spec, manifest, input_context)
+    per_epoch = None if stages.skip else epoch_batches(spec, manifest, input_context)
+    # No seed: a fresh one, so unseeded runs still differ from each other.
+    seed = spec.seed if spec.seed is not None else random.SystemRandom().getrandbits(62)
+    plan = epoch_plan(spec, seed, position)
+    image = spec.kind == "image"  # text stays in blocks until batched (see text_batches)
+    source = epoch_source(spec, manifest, input_context, stages, seed, unbatched=image)
+    if image:
+        ds = run_epochs(plan, example_epoch(source, spec), spec, seed)
+        ds = image_batches(ds, spec, stages, seed)
+    else:
+        ds = text_batches(
+            plan, source, spec, manifest.labelled, manifest.pack_length, seed, per_epoch
+        )
+    count = None if spec.repeat or position is not None else per_epoch
     if count is not None:  # Keras then shows the epoch's length and ends it without a warning
-        ds = ds.take(count).apply(tf.data.experimental.assert_cardinality(count))
+        ds = ds.apply(tf.data.experimental.assert_cardinality(count))
     if stages.delay("batch"):
         ds = ds.apply(sleep_elements(stages.delay("batch")))
     if spec.service:
@@ -66,6 +93,11 @@ def build_pipeline(
     options.autotune.enabled = spec.autotune
     options.autotune.ram_budget = spec.ram_budget_bytes
     options.experimental_optimization.map_parallelization = True
+    if not spec.ignore_errors:  # its Python reader cannot be saved: refused as before
+        # Shuffles made inside epoch functions hold a placeholder seed generator, which tf.data
+        # takes for external state and would refuse to checkpoint; restored, they are rebuilt
+        # from their seeds, so `tf.train.Checkpoint(iterator=...)` stays exact.
+        options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     ds = ds.with_options(options)
     if spec.prefetch_to_device and tf.config.list_logical_devices("GPU"):
         # Overlap the host-to-device copy with the previous step (GPU only; a no-op on CPU).

@@ -15,10 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import Manifest
-from feedgpu.pipeline.readers import BLOCK
+from feedgpu.pipeline.readers import BLOCK, keyed_shuffle
 
 if TYPE_CHECKING:
     from feedgpu.pipeline.spec import PipelineSpec
+
+# Batches per bucketing window: more sorts closer to the bucket bounds, and holds more in memory.
+BUCKET_WINDOW = 16
 
 
 def examples_read(spec: PipelineSpec, manifest: Manifest, input_context: Any = None) -> int:
@@ -36,21 +39,29 @@ def _batches(examples: int, size: int, drop_remainder: bool) -> int:
 def batches_per_epoch(
     spec: PipelineSpec, manifest: Manifest, input_context: Any = None
 ) -> int | None:
-    """Batches one epoch yields for sure (None: not known in advance).
+    """Batches one iteration of the pipeline yields for sure (None: not known in advance, or
+    endless).
 
     Raises:
         UsageError: with drop_remainder, the split makes no full batch (an epoch would be empty
             and `model.fit` would train on nothing without a word).
     """
-    if spec.repeat or spec.ignore_errors or spec.service:  # service workers split the files
+    return None if spec.repeat else epoch_batches(spec, manifest, input_context)
+
+
+def epoch_batches(spec: PipelineSpec, manifest: Manifest, input_context: Any = None) -> int | None:
+    """Batches one epoch yields for sure, repeated or not (None: not known in advance).
+
+    Raises:
+        UsageError: as batches_per_epoch.
+    """
+    if spec.ignore_errors or spec.service:  # service workers split the files
         return None
     n = examples_read(spec, manifest, input_context)
     size = spec.batch_size
     if spec.kind == "image":
         count = _batches(n, size, spec.drop_remainder)
     else:
-        from feedgpu.pipeline.text import blocks_per_group
-
         per_group = blocks_per_group(spec)
         blocks = -(-n // BLOCK)
         last_block = n - (blocks - 1) * BLOCK if blocks else 0
@@ -73,3 +84,78 @@ def batches_per_epoch(
             "drop_remainder=False"
         )
     return count
+
+
+def blocks_per_group(spec: PipelineSpec) -> int:
+    """Blocks gathered into one group: about shuffle_buffer examples, and at least the
+    BUCKET_WINDOW batches that bucketing sorts within."""
+    return -(-max(spec.shuffle_buffer, spec.batch_size * BUCKET_WINDOW) // BLOCK)
+
+
+# Epoch keys stay below 2**62, so a key plus an element's index within its epoch never overflows.
+_KEY_BITS = (1 << 62) - 1
+
+
+def epoch_key(seed: int, epoch: Any) -> Any:
+    """An epoch's key: every random draw of the epoch is keyed by it (file order, shuffle, and
+    with the element's index, each augmentation), so any epoch can be replayed from its number."""
+    import tensorflow as tf
+
+    pair = tf.stack([tf.constant(seed, tf.int64), tf.cast(epoch, tf.int64)])
+    bits = tf.random.stateless_uniform([], pair, minval=None, maxval=None, dtype=tf.int64)
+    return tf.bitwise.bitwise_and(bits, _KEY_BITS)
+
+
+def epoch_plan(spec: PipelineSpec, seed: int, position: Any) -> Any:
+    """The epochs one iteration of a pipeline runs: (key, what to skip of it) pairs; None for a
+    tf.data service pipeline, whose first dataset must be the shard files (its workers share
+    them out): it runs one epoch an iteration, under a fixed key, its shuffles reseeded by
+    tf.data on each iteration instead.
+
+    Without a position each iteration draws a fresh key from the seed's stream (reproducible
+    per seed, new every epoch) and skips nothing. With one, the iterator starts where the
+    position is when it starts (`InputPosition.start`), and when repeating runs on through
+    the epochs after it; each epoch's key comes from its number alone.
+    """
+    import tensorflow as tf
+
+    if spec.service:
+        return None
+    if position is None:
+        keys = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+        plan = keys.map(lambda k: (tf.bitwise.bitwise_and(k, _KEY_BITS), tf.constant(0, tf.int64)))
+        return plan if spec.repeat else plan.take(1)
+
+    def from_position(_: Any) -> Any:
+        first, skip = position.start()
+        last = tf.int64.max if spec.repeat else first + 1
+        return tf.data.Dataset.range(first, last).map(
+            lambda e: (epoch_key(seed, e), tf.where(e == first, skip, 0))
+        )
+
+    return tf.data.Dataset.from_tensors(0).flat_map(from_position)
+
+
+def run_epochs(plan: Any, epoch: Any, spec: PipelineSpec, seed: int) -> Any:
+    """The elements of the plan's epochs, `epoch(key, skip)` for each (see epoch_plan)."""
+    import tensorflow as tf
+
+    if plan is None:  # tf.data service: one epoch, reshuffled on each repetition
+        ds = epoch(epoch_key(seed, tf.constant(0, tf.int64)), tf.constant(0, tf.int64))
+        return ds.repeat() if spec.repeat else ds
+    return plan.flat_map(epoch)
+
+
+def example_epoch(source: Any, spec: PipelineSpec) -> Any:
+    """One epoch of single examples from its key: shuffled by the key, each paired with its
+    index (key + place in the epoch, which keys its augmentation), the first `skip` examples
+    left out before anything is decoded. Nothing cuts the epoch short: the cache under it
+    must see its end, or tf.data throws the cache away."""
+
+    def epoch(key: Any, skip: Any) -> Any:
+        ds = source(key)
+        if spec.shuffle_buffer:
+            ds = keyed_shuffle(ds, spec.shuffle_buffer, key)
+        return ds.enumerate(start=key).skip(skip)
+
+    return epoch

@@ -92,8 +92,10 @@ def finish_image(image: Any, dtype: str, normalize: bool) -> Any:
     )
 
 
-def image_batches(ds: Any, spec: PipelineSpec, stages: StageChanges) -> Any:
-    """Decoded, cropped, resized image batches with their labels."""
+def image_batches(ds: Any, spec: PipelineSpec, stages: StageChanges, seed: int) -> Any:
+    """Decoded, cropped, resized image batches with their labels, from (index, example) pairs:
+    each example's augmentation is keyed by the seed and its index (`epochs.example_epoch`), so
+    it is the same whenever that example is replayed, and different every epoch."""
     import tensorflow as tf
 
     from feedgpu.pipeline.stages import delayed
@@ -101,22 +103,20 @@ def image_batches(ds: Any, spec: PipelineSpec, stages: StageChanges) -> Any:
     augment = spec.training and "augment" not in stages.skip
     parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": spec.deterministic}
 
-    def transform(example: Any, seed: Any) -> Any:
+    def transform(index: Any, example: Any) -> Any:
+        key = tf.stack([tf.constant(seed, tf.int64), index])
         window = crop_window(
             example["height"],
             example["width"],
             augment,
-            seed,
+            key,
             spec.eval_crop_fraction,
             spec.crop_area,
             spec.crop_aspect,
         )
         flip = None
         if augment and spec.random_flip:
-            coin = (
-                tf.random.uniform([]) if seed is None else tf.random.stateless_uniform([], seed + 1)
-            )
-            flip = coin < 0.5
+            flip = tf.random.stateless_uniform([], key + 1) < 0.5
         if "decode" in stages.skip:  # a free decode: its injected delay goes with it
             image = tf.zeros([*spec.image_size, 3])
         else:
@@ -124,12 +124,7 @@ def image_batches(ds: Any, spec: PipelineSpec, stages: StageChanges) -> Any:
             image = delayed(image, stages.delay("decode"))
         return finish_image(image, spec.dtype, spec.normalize), example["label"]
 
-    if spec.seed is None:  # stateful random ops: no seed stream to pay for per example
-        ds = ds.map(lambda example: transform(example, None), **parallel)
-    else:  # per-example seeds from a seeded stream: reproducible, and different every epoch
-        seeds = tf.data.Dataset.random(seed=spec.seed, rerandomize_each_iteration=True).batch(2)
-        ds = tf.data.Dataset.zip((ds, seeds)).map(transform, **parallel)
-    return ds.batch(
+    return ds.map(transform, **parallel).batch(
         spec.batch_size,
         drop_remainder=spec.drop_remainder,
         num_parallel_calls=tf.data.AUTOTUNE,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from feedgpu import storage
@@ -89,10 +90,15 @@ def read_dataset(spec: PipelineSpec, input_context: Any = None) -> Any:
 
 
 def read_blocks(
-    spec: PipelineSpec, manifest: Manifest, input_context: Any, stages: StageChanges
+    spec: PipelineSpec,
+    manifest: Manifest,
+    input_context: Any,
+    stages: StageChanges,
+    file_seed: Any = None,
 ) -> Any:
     """Parsed examples in blocks of up to BLOCK (dicts of batched tensors; variable-length
-    features ragged): read and parsed a block at a time."""
+    features ragged): read and parsed a block at a time. Shuffled files come in file_seed's
+    order (an epoch's key), or, without one, in a new order on each iteration."""
     import tensorflow as tf
 
     identity = manifest.tokenizer.identity if manifest.tokenizer else None
@@ -104,7 +110,6 @@ def read_blocks(
         )
     split = manifest.split(spec.split, spec.data_dir)
     files = [storage.join(spec.data_dir, s.file) for s in split.shards]
-    ds = tf.data.Dataset.from_tensor_slices(files)
     if input_context is not None and input_context.num_input_pipelines > 1:
         if len(files) < input_context.num_input_pipelines:
             raise DatasetError(
@@ -112,9 +117,15 @@ def read_blocks(
                 f"{input_context.num_input_pipelines} input pipelines; "
                 "re-convert with more --num-shards"
             )
-        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    if spec.shuffle_files:
-        ds = ds.shuffle(len(files), seed=spec.seed, reshuffle_each_iteration=True)
+        files = files[input_context.input_pipeline_id :: input_context.num_input_pipelines]
+    if spec.shuffle_files and file_seed is not None:  # a stateless permutation: the key alone
+        pair = tf.stack([tf.cast(file_seed, tf.int64), tf.constant(0, tf.int64)])
+        order = tf.random.experimental.stateless_shuffle(tf.range(len(files)), pair)
+        ds = tf.data.Dataset.from_tensor_slices(tf.gather(tf.constant(files), order))
+    else:
+        ds = tf.data.Dataset.from_tensor_slices(files)
+        if spec.shuffle_files:
+            ds = ds.shuffle(len(files), seed=spec.seed, reshuffle_each_iteration=True)
     parse_spec = _parse_spec(manifest)
     interleave = {
         "cycle_length": spec.cycle_length,
@@ -152,6 +163,53 @@ def cached(ds: Any, spec: PipelineSpec) -> Any:
     if spec.cache == "memory":
         return ds.cache()
     return ds.cache(spec.cache) if spec.cache else ds
+
+
+def keyed_shuffle(ds: Any, buffer: int, key: Any) -> Any:
+    """ds through a shuffle buffer seeded by `key` alone.
+
+    tf.data pairs an op seed with the graph-level seed (`tf.random.set_seed`): a script that
+    sets it, or not, would see another order, and a graph seed of 0 even breaks a tensor op
+    seed; cleared while the shuffle is made (inside a dataset function: that function's graph
+    only), the order depends on the key alone. Inside an epoch plan each epoch makes its own
+    shuffle, so reshuffling only matters where there is no plan (tf.data service pipelines,
+    reshuffled on each iteration); it also keeps the iterator checkpointable, which a
+    non-reshuffling shuffle's placeholder seed generator is not.
+    """
+    import tensorflow as tf
+
+    graph = tf.compat.v1.get_default_graph()
+    saved, graph.seed = graph.seed, None
+    try:
+        return ds.shuffle(buffer, seed=key, reshuffle_each_iteration=True)
+    finally:
+        graph.seed = saved
+
+
+def epoch_source(
+    spec: PipelineSpec,
+    manifest: Manifest,
+    input_context: Any,
+    stages: StageChanges,
+    seed: int,
+    unbatched: bool,
+) -> Callable[[Any], Any]:
+    """The parsed records of an epoch, given the epoch's key (blocks, or single examples).
+
+    Cached: read once with the files in the seed's order, every later epoch replaying the
+    cache, so the order into the shuffle never depends on which epoch filled the cache (a run
+    resumed at epoch 7 must see what an uninterrupted one saw). Not cached: read afresh each
+    epoch, with shuffled files in the epoch's own order.
+    """
+
+    def read(file_seed: Any) -> Any:
+        ds = read_blocks(spec, manifest, input_context, stages, file_seed)
+        return ds.unbatch() if unbatched else ds
+
+    if spec.cache or not spec.shuffle_files or spec.service:
+        once = cached(read(None if spec.service else seed), spec)  # service: reshuffled files
+        return lambda key: once
+    return read
 
 
 def read_examples(

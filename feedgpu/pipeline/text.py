@@ -8,13 +8,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from feedgpu.pipeline.readers import BLOCK
+from feedgpu.pipeline.epochs import BUCKET_WINDOW, blocks_per_group, run_epochs
+from feedgpu.pipeline.readers import keyed_shuffle
 
 if TYPE_CHECKING:
     from feedgpu.pipeline.spec import PipelineSpec
-
-# Batches per bucketing window: more sorts closer to the bucket bounds, and holds more in memory.
-BUCKET_WINDOW = 16
 
 
 def choose_boundaries(
@@ -82,14 +80,17 @@ def padding_waste(length_counts: Sequence[Sequence[int]], bounds: Sequence[int])
     return 1 - real / padded if padded else 0.0
 
 
-def blocks_per_group(spec: PipelineSpec) -> int:
-    """Blocks gathered into one group: about shuffle_buffer examples, and at least the
-    BUCKET_WINDOW batches that bucketing sorts within."""
-    return -(-max(spec.shuffle_buffer, spec.batch_size * BUCKET_WINDOW) // BLOCK)
-
-
-def text_batches(blocks: Any, spec: PipelineSpec, labelled: bool, pack: int | None) -> Any:
-    """Batches of ids with attention masks, from blocks of parsed examples.
+def text_batches(
+    plan: Any,
+    source: Any,
+    spec: PipelineSpec,
+    labelled: bool,
+    pack: int | None,
+    seed: int,
+    count: int | None,
+) -> Any:
+    """Batches of ids with attention masks, for the epochs `plan` holds ((key, skip) pairs,
+    `epochs.epoch_plan`), from `source`, an epoch's blocks of parsed examples given its key.
 
     Text never becomes single examples: a tf.data stage costs more per element here than all
     of a text example's real work. Blocks are gathered into groups of about shuffle_buffer
@@ -100,6 +101,9 @@ def text_batches(blocks: Any, spec: PipelineSpec, labelled: bool, pack: int | No
     holding its longest row ("bucket"). Rows longer than max_length keep their last id (the
     closing special token). Without drop_remainder each group ends in a partial batch; with
     it each group drops fewer than batch_size examples, at random, so all are seen over epochs.
+    Every random draw is keyed by the epoch's key (block shuffle) and the group's index within
+    the epoch (rows and batches), so an epoch replays from any batch: the skipped batches are
+    dropped as row indices, before any padding is gathered; an epoch is cut to `count`.
     """
     import tensorflow as tf
 
@@ -186,13 +190,16 @@ def text_batches(blocks: Any, spec: PipelineSpec, labelled: bool, pack: int | No
         x["attention_mask"] = tf.ensure_shape(mask, shape)
         return (x, tf.ensure_shape(batch["label"], [batch_rows])) if labelled else x
 
-    blocks = blocks.map(columns)
-    if shuffle:
-        blocks = blocks.shuffle(group_blocks, seed=spec.seed, reshuffle_each_iteration=True)
-    if spec.repeat:
-        blocks = blocks.repeat()
-    # Seeds per group from a seeded stream: reproducible with spec.seed, new every epoch.
-    seeds = tf.data.Dataset.random(seed=spec.seed, rerandomize_each_iteration=True).batch(2)
-    ds = tf.data.Dataset.zip((blocks.padded_batch(group_blocks), seeds))
-    ds = ds.flat_map(group)
+    def epoch(key: Any, skip: Any) -> Any:
+        blocks = source(key).map(columns)
+        if shuffle:
+            blocks = keyed_shuffle(blocks, group_blocks, key)
+        groups = blocks.padded_batch(group_blocks).enumerate(start=key)
+        ds = groups.flat_map(lambda i, b: group(b, tf.stack([tf.constant(seed, tf.int64), i])))
+        # Cut by index, not by `take`: the blocks' cache must see its end, or is thrown away.
+        end = count if count else tf.int64.max
+        ds = ds.enumerate().filter(lambda i, batch: (i >= skip) & (i < end))
+        return ds.map(lambda i, batch: batch)
+
+    ds = run_epochs(plan, epoch, spec, seed)
     return ds.map(padded, num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)

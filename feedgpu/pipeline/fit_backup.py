@@ -1,0 +1,136 @@
+"""`FitBackup`: `model.fit` that survives a kill and resumes at the next batch, not the next epoch.
+
+Keras's own `BackupAndRestore` restores the epoch and replays it from its first batch (and
+`fit` takes no iterator to position), so the examples before the kill are seen twice in that
+epoch and the weights have already learnt from them. FitBackup checkpoints the model, the
+optimizer and an `InputPosition` together (`tf.train.Checkpoint`, written atomically by
+`CheckpointManager`), and on restart builds the pipeline at the saved batch: the rest of the
+interrupted epoch runs as one `fit` call, the later epochs as another, each with its exact
+length, so Keras's progress bar, epoch numbers and `initial_epoch` all stay true.
+
+Imports Keras and TensorFlow; reached only through lazy imports.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import keras
+import tensorflow as tf
+
+from feedgpu.errors import UsageError
+from feedgpu.pipeline.build import build_pipeline
+from feedgpu.pipeline.position import InputPosition
+
+if TYPE_CHECKING:
+    from feedgpu.pipeline.spec import PipelineSpec
+
+
+class FitBackup(keras.callbacks.Callback):
+    """Back up a `model.fit` run every `save_every` batches and at each epoch's end; `fit`
+    resumes from the latest backup, at the batch after it.
+
+    Usage::
+
+        backup = feedgpu.FitBackup(spec, "/checkpoints/run1", save_every=200)
+        history = backup.fit(model, epochs=10, validation_data=val)  # model built, compiled
+
+    Run the same script again after a kill: it continues where the last backup was. The
+    backups are kept when training ends (a finished run re-run trains nothing more); point a
+    new run at a new directory.
+
+    Attributes:
+        position: where the run is in its input (epoch, step, batches).
+        manager: the `tf.train.CheckpointManager` writing the backups (made by `fit`).
+    """
+
+    def __init__(
+        self,
+        spec: PipelineSpec,
+        backup_dir: str,
+        save_every: int = 100,
+        keep: int = 2,
+        input_context: Any = None,
+    ) -> None:
+        super().__init__()
+        if spec.repeat:
+            raise UsageError(
+                "FitBackup runs Keras epochs as the data's epochs: build the spec with "
+                "repeat=False (and no steps_per_epoch)"
+            )
+        if save_every < 1 or keep < 1:
+            raise UsageError(f"save_every {save_every} and keep {keep} must be at least 1")
+        self.spec = spec
+        self.backup_dir = backup_dir
+        self.save_every = save_every
+        self.keep = keep
+        self.position = InputPosition(spec, input_context)
+        self.dataset = build_pipeline(spec, input_context, position=self.position)
+        self.manager: Any = None
+        self._epoch_start = 0
+
+    def fit(self, model: Any, epochs: int, **fit_kwargs: Any) -> Any:
+        """`model.fit` over the spec's pipeline for `epochs` epochs in all, resumed from the
+        latest backup if there is one; the Keras `History` of the epochs run now.
+
+        Raises:
+            UsageError: the model is not built (its weights must exist to restore), or the
+                backup belongs to another seed, spec or dataset.
+        """
+        if not model.built:
+            raise UsageError(
+                "build the model before FitBackup.fit (call it on a batch, or give its first "
+                "layer an input shape): its weights must exist to restore a backup into"
+            )
+        if model.optimizer is not None and not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+        checkpoint = tf.train.Checkpoint(
+            model=model, optimizer=model.optimizer, input=self.position
+        )
+        self.manager = tf.train.CheckpointManager(checkpoint, self.backup_dir, self.keep)
+        if self.manager.latest_checkpoint:
+            checkpoint.restore(self.manager.latest_checkpoint).expect_partial()
+        callbacks = [self, *fit_kwargs.pop("callbacks", [])]
+        fit_kwargs.setdefault("shuffle", False)  # the pipeline shuffles; Keras would only warn
+        count = self.position.batches_per_epoch
+        epoch, step = self.position.epoch, self.position.step
+        runs = []
+        if step and epoch < epochs:  # the rest of the interrupted epoch, as an epoch of its own
+            rest = self.dataset.apply(tf.data.experimental.assert_cardinality(count - step))
+            runs.append(
+                model.fit(
+                    rest, initial_epoch=epoch, epochs=epoch + 1, callbacks=callbacks, **fit_kwargs
+                )
+            )
+            epoch += 1
+        if epoch < epochs or not runs:
+            whole = self.dataset.apply(tf.data.experimental.assert_cardinality(count))
+            runs.append(
+                model.fit(
+                    whole, initial_epoch=epoch, epochs=epochs, callbacks=callbacks, **fit_kwargs
+                )
+            )
+        history = runs[-1]
+        for earlier in reversed(runs[:-1]):  # one History for the whole call, epochs in order
+            history.epoch = earlier.epoch + history.epoch
+            for name, values in earlier.history.items():
+                history.history[name] = values + history.history.get(name, [])
+        return history
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self._epoch_start = self.position.batches
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        # `batch` is the last of the batches run (more than one with steps_per_execution).
+        self.position.reset(self._epoch_start + batch + 1)
+        if self.position.batches % self.save_every == 0:
+            self._save()
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        if self.position.batches % self.save_every:  # not just saved by the last batch
+            self._save()
+
+    def _save(self) -> None:
+        if self.manager is None:
+            raise UsageError("run training through FitBackup.fit(model, epochs), not model.fit")
+        self.manager.save(checkpoint_number=self.position.batches)
