@@ -16,7 +16,7 @@ epoch (k batches consumed):
 Targets: state < 64 KB; resume cost at 50% < 10% of (a) at 50%.
 
 Usage: python benchmarks/bench_resume.py [--images 3000] [--batch 128] [--rounds 3] [--data DIR]
-       [--fractions 0.1,0.5,0.9]
+       [--fractions 0.1,0.5,0.9] [--shuffle-buffer N]
 """
 
 from __future__ import annotations
@@ -113,10 +113,14 @@ def _iterator_checkpoint(spec: Any, batches: int, folder: str) -> tuple[int, flo
     return size, save, time.perf_counter() - start
 
 
-def measure(data: str, batch: int, fractions: Sequence[float], rounds: int) -> list[ResumeRow]:
+def measure(
+    data: str, batch: int, fractions: Sequence[float], rounds: int, buffer: int | None = None
+) -> list[ResumeRow]:
     import feedgpu
 
     spec = feedgpu.PipelineSpec.for_dataset(data, batch_size=batch, training=True, seed=1)
+    if buffer is not None:
+        spec = spec.with_changes(shuffle_buffer=buffer)
     count = feedgpu.InputPosition(spec).batches_per_epoch
     print(spec, file=sys.stderr)
     scratch = tempfile.mkdtemp(prefix="bench_resume_")
@@ -170,6 +174,12 @@ def main(argv: Sequence[str] | None = None) -> list[ResumeRow]:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--fractions", default="0.1,0.5,0.9")
+    parser.add_argument(
+        "--shuffle-buffer",
+        type=int,
+        help="override the spec's buffer (the default holds all of a 3,000-image split, so "
+        "every first batch reads the whole split; a smaller one shows what skipping costs)",
+    )
     parser.add_argument("--data", help="folder to keep generated data in between runs")
     args = parser.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -187,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> list[ResumeRow]:
             make_folder(src, args.images, default_workers())
         feedgpu.convert_images(src, out, quiet=True)
         fractions = [float(f) for f in args.fractions.split(",") if f]
-        rows = measure(out, args.batch, fractions, args.rounds)
+        rows = measure(out, args.batch, fractions, args.rounds, args.shuffle_buffer)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps([asdict(r) for r in rows], indent=2))

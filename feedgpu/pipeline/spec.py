@@ -70,10 +70,12 @@ class PipelineSpec:
         cycle_length: files read at once by the interleave.
         drop_remainder: drop the last partial batch (static shapes for XLA).
         deterministic: keep element order reproducible (slower when stages are uneven).
-        seed: seeds file order, shuffling and augmentation; None for fresh randomness.
+        seed: keys file order, shuffling and augmentation by epoch and place in it; None for
+            fresh randomness (such a run cannot be resumed exactly: `InputPosition`).
         repeat: repeat epochs inside the pipeline (after the shuffle, so epochs stay distinct),
             for `model.fit(steps_per_epoch=...)` and endless loops: the parallel stages and
-            the prefetch buffer then run on across epoch boundaries instead of draining.
+            the prefetch buffer then run on across epoch boundaries instead of draining
+            (image batches then straddle epochs; text batches never do).
         ram_budget_bytes: memory the cache decision and tf.data's autotuner may plan for.
         autotune: let tf.data's autotuner set parallelism and buffer sizes while running.
             Off by default, so AUTOTUNE stages run one thread per core: the autotuner left

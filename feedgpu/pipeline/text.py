@@ -123,7 +123,7 @@ def text_batches(
             out["label"] = block["label"]
         return out
 
-    def group(blocks: Any, seed: Any) -> Any:
+    def group(blocks: Any, seed: Any, wanted: Any) -> Any:  # [from, to) of its batches
         lengths = blocks["lengths"]  # [blocks, BLOCK], zero-padded
         span = tf.shape(blocks["input_ids"], tf.int64)[1]  # tokens per block, padded
         starts = tf.cumsum(lengths, axis=1, exclusive=True)
@@ -132,15 +132,15 @@ def text_batches(
         rows = {"start": tf.boolean_mask(starts, real), "length": tf.boolean_mask(lengths, real)}
         if labelled:
             rows["label"] = tf.boolean_mask(blocks["label"], real)
-        count = tf.size(rows["length"], tf.int64)
-        order = tf.range(count)
+        held = tf.size(rows["length"], tf.int64)
+        order = tf.range(held)
         if shuffle:
             order = tf.random.experimental.stateless_shuffle(order, seed)
         if spec.text_mode == "bucket":  # sort by length within each window of batches
-            window = tf.range(count) // (size * BUCKET_WINDOW)
+            window = tf.range(held) // (size * BUCKET_WINDOW)
             key = window * (width + 1) + tf.minimum(tf.gather(rows["length"], order), width)
             order = tf.gather(order, tf.argsort(key, stable=True))
-        full = count // size
+        full = held // size
         in_batches = tf.reshape(order[: full * size], [full, size])
         if shuffle:  # batches sorted by length must not come in length order
             batches = tf.random.experimental.stateless_shuffle(tf.range(full), seed + 1)
@@ -151,10 +151,14 @@ def text_batches(
         def gather(rows_of: Any) -> Any:
             return {k: tf.gather(v, rows_of) for k, v in rows.items()}
 
-        ds = tf.data.Dataset.from_tensor_slices(gather(in_batches))
-        if not spec.drop_remainder:  # the partial batch, if any
+        first = tf.clip_by_value(wanted[0], 0, full)
+        ds = tf.data.Dataset.from_tensor_slices(
+            gather(in_batches[first : tf.clip_by_value(wanted[1], first, full)])
+        )
+        if not spec.drop_remainder:  # the partial batch, if any and if kept
             rest = tf.data.Dataset.from_tensors(gather(order[full * size :]))
-            ds = ds.concatenate(rest.filter(lambda b: tf.size(b["length"]) > 0))
+            kept = (wanted[0] <= full) & (full < wanted[1])
+            ds = ds.concatenate(rest.filter(lambda b: (tf.size(b["length"]) > 0) & kept))
         return tf.data.Dataset.zip((ds, tf.data.Dataset.from_tensors(tokens).repeat()))
 
     def padded(batch: Any, tokens: Any) -> Any:
@@ -195,11 +199,20 @@ def text_batches(
         if shuffle:
             blocks = keyed_shuffle(blocks, group_blocks, key)
         groups = blocks.padded_batch(group_blocks).enumerate(start=key)
-        ds = groups.flat_map(lambda i, b: group(b, tf.stack([tf.constant(seed, tf.int64), i])))
-        # Cut by index, not by `take`: the blocks' cache must see its end, or is thrown away.
-        end = count if count else tf.int64.max
-        ds = ds.enumerate().filter(lambda i, batch: (i >= skip) & (i < end))
-        return ds.map(lambda i, batch: batch)
+        end = tf.constant(count or tf.int64.max, tf.int64)
+
+        def numbered(before: Any, element: Any) -> Any:  # the epoch's batches before a group
+            index, b = element
+            held = tf.reduce_sum(b["count"])
+            made = held // size if spec.drop_remainder else (held + size - 1) // size
+            return before + made, (index, b, tf.stack([skip - before, end - before]))
+
+        # Skipped and cut batches are left out inside their group, as row indices: no stage
+        # per batch, and every group still read, so the blocks' cache sees its end (after a
+        # `take`, tf.data would throw the cache away).
+        groups = groups.scan(tf.constant(0, tf.int64), numbered)
+        seed_of = tf.constant(seed, tf.int64)
+        return groups.flat_map(lambda i, b, wanted: group(b, tf.stack([seed_of, i]), wanted))
 
     ds = run_epochs(plan, epoch, spec, seed)
     return ds.map(padded, num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)
