@@ -10,9 +10,10 @@ text: stays in blocks, shuffled, bucketed and padded a group of blocks at a time
 `text.text_batches`) -> `drop_remainder` when training so XLA sees static shapes ->
 prefetch (to the GPU when there is one). AUTOTUNE parallelism throughout.
 
-Every random draw is keyed by the seed, the epoch and the element's place in it, and an
-iteration runs the epochs of an `epochs.epoch_plan`: with an `InputPosition`, an iterator starts
-at the batch the position names, skipping the records before it undecoded (exact resume).
+Augmentation and text groups are keyed by the seed and the element's place in its epoch. With
+an `InputPosition` every draw is (file order and shuffles too, by the epoch's number) and an
+iterator runs the epochs of an `epochs.epoch_plan`, starting at the batch the position names
+and skipping the records before it undecoded (exact resume).
 """
 
 from __future__ import annotations
@@ -69,9 +70,11 @@ def build_pipeline(
     seed = spec.seed if spec.seed is not None else random.SystemRandom().getrandbits(62)
     plan = epoch_plan(spec, seed, position)
     image = spec.kind == "image"  # text stays in blocks until batched (see text_batches)
-    source = epoch_source(spec, manifest, input_context, stages, seed, unbatched=image)
+    source = epoch_source(
+        spec, manifest, input_context, stages, seed, unbatched=image, keyed=plan is not None
+    )
     if image:
-        ds = run_epochs(plan, example_epoch(source, spec), spec, seed)
+        ds = run_epochs(plan, example_epoch(source, spec, plan is not None, seed), spec, seed)
         ds = image_batches(ds, spec, stages, seed)
     else:
         ds = text_batches(

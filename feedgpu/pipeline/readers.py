@@ -172,7 +172,7 @@ def keyed_shuffle(ds: Any, buffer: int, key: Any) -> Any:
     sets it, or not, would see another order, and a graph seed of 0 even breaks a tensor op
     seed; cleared while the shuffle is made (inside a dataset function: that function's graph
     only), the order depends on the key alone. Inside an epoch plan each epoch makes its own
-    shuffle, so reshuffling only matters where there is no plan (tf.data service pipelines,
+    shuffle, so reshuffling only matters where there is no plan (pipelines without a position,
     reshuffled on each iteration); it also keeps the iterator checkpointable, which a
     non-reshuffling shuffle's placeholder seed generator is not.
     """
@@ -193,21 +193,25 @@ def epoch_source(
     stages: StageChanges,
     seed: int,
     unbatched: bool,
+    keyed: bool,
 ) -> Callable[[Any], Any]:
     """The parsed records of an epoch, given the epoch's key (blocks, or single examples).
 
-    Cached: read once with the files in the seed's order, every later epoch replaying the
-    cache, so the order into the shuffle never depends on which epoch filled the cache (a run
-    resumed at epoch 7 must see what an uninterrupted one saw). Not cached: read afresh each
-    epoch, with shuffled files in the epoch's own order.
+    Keyed (epochs run from a plan, resumable): cached, read once with the files in the seed's
+    order, every later epoch replaying the cache, so the order into the shuffle never depends
+    on which epoch filled the cache (a run resumed at epoch 7 must see what an uninterrupted
+    one saw); not cached, read afresh each epoch with the files in the epoch's own order.
     """
 
     def read(file_seed: Any) -> Any:
         ds = read_blocks(spec, manifest, input_context, stages, file_seed)
         return ds.unbatch() if unbatched else ds
 
-    if spec.cache or not spec.shuffle_files or spec.service:
-        once = cached(read(None if spec.service else seed), spec)  # service: reshuffled files
+    if not keyed:  # no epoch plan: files reshuffled by tf.data on each iteration
+        once = cached(read(None), spec)
+        return lambda key: once
+    if spec.cache or not spec.shuffle_files:
+        once = cached(read(seed), spec)
         return lambda key: once
     return read
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from feedgpu.pipeline.epochs import BUCKET_WINDOW, blocks_per_group, run_epochs
+from feedgpu.pipeline.epochs import BUCKET_WINDOW, blocks_per_group, numbered, run_epochs
 from feedgpu.pipeline.readers import keyed_shuffle
 
 if TYPE_CHECKING:
@@ -198,10 +198,10 @@ def text_batches(
         blocks = source(key).map(columns)
         if shuffle:
             blocks = keyed_shuffle(blocks, group_blocks, key)
-        groups = blocks.padded_batch(group_blocks).enumerate(start=key)
+        groups = numbered(blocks.padded_batch(group_blocks), key, plan is not None, seed)
         end = tf.constant(count or tf.int64.max, tf.int64)
 
-        def numbered(before: Any, element: Any) -> Any:  # the epoch's batches before a group
+        def counted(before: Any, element: Any) -> Any:  # the epoch's batches before a group
             index, b = element
             held = tf.reduce_sum(b["count"])
             made = held // size if spec.drop_remainder else (held + size - 1) // size
@@ -210,7 +210,7 @@ def text_batches(
         # Skipped and cut batches are left out inside their group, as row indices: no stage
         # per batch, and every group still read, so the blocks' cache sees its end (after a
         # `take`, tf.data would throw the cache away).
-        groups = groups.scan(tf.constant(0, tf.int64), numbered)
+        groups = groups.scan(tf.constant(0, tf.int64), counted)
         seed_of = tf.constant(seed, tf.int64)
         return groups.flat_map(lambda i, b, wanted: group(b, tf.stack([seed_of, i]), wanted))
 
