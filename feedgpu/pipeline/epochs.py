@@ -7,6 +7,9 @@ block shuffle puts that one changes how many batches its group yields by at most
 epoch is cut to the smaller of the two possible counts (at most one batch a epoch, a different
 one each epoch). Unknown (None) when records may be skipped (`ignore_errors`), epochs repeat, or
 tf.data service workers share the files out among themselves.
+
+And the epochs themselves: each epoch's key, the plan of epochs a resumable iterator runs
+(`epoch_plan`), and the numbering that keys every element's random draws (`numbered`).
 """
 
 from __future__ import annotations
@@ -165,6 +168,7 @@ def example_epoch(source: Any, spec: PipelineSpec, keyed: bool, seed: int) -> An
         ds = source(key)
         if spec.shuffle_buffer:
             ds = keyed_shuffle(ds, spec.shuffle_buffer, key)
-        return numbered(ds, key, keyed, seed).skip(skip)
+        ds = numbered(ds, key, keyed, seed)
+        return ds.skip(skip) if keyed else ds
 
     return epoch
