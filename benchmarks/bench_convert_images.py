@@ -89,6 +89,20 @@ def make_folder(folder: str, images: int, workers: int, seed: int = 0) -> None:
         shutil.rmtree(os.path.join(folder, f"part{i}"), ignore_errors=True)
 
 
+def converted_images(root: str, images: int) -> str:
+    """ROOT/images, a feedgpu dataset of `images` generated JPEGs (kept in ROOT/jpegs), made or
+    brought up to date: the pipeline benchmarks' image set. Returns its path."""
+    import feedgpu
+    from feedgpu.convert.plan import default_workers
+
+    src, out = os.path.join(root, "jpegs"), os.path.join(root, "images")
+    if len(list_images(src)) != images:
+        shutil.rmtree(src, ignore_errors=True)
+        make_folder(src, images, default_workers())
+    feedgpu.convert_images(src, out, quiet=True)
+    return out
+
+
 def list_images(folder: str) -> list[str]:
     return sorted(
         os.path.join(root, f) for root, _, fs in os.walk(folder) for f in fs if f.endswith(".jpg")

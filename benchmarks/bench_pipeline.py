@@ -260,22 +260,17 @@ def main(argv: Sequence[str] | None = None) -> PipelineBenchResult:
     parser.add_argument("--data", help="folder to keep generated data in between runs")
     args = parser.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bench_convert_images import list_images, make_folder
+    from bench_convert_images import converted_images
     from bench_convert_text import make_corpus
 
     import feedgpu
-    from feedgpu.convert.plan import default_workers
     from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
     from feedgpu.pipeline.text import padding_waste
 
     tmp = tempfile.mkdtemp(prefix="bench_pipeline_")
     root = args.data or tmp
     try:
-        src, out = os.path.join(root, "jpegs"), os.path.join(root, "images")
-        if len(list_images(src)) != args.images:
-            shutil.rmtree(src, ignore_errors=True)
-            make_folder(src, args.images, default_workers())
-        feedgpu.convert_images(src, out, quiet=True)
+        out = converted_images(root, args.images)
         profiles = [p for p in args.text_lengths.split(",") if p]
         vocab = os.path.join(root, "vocab.txt")
         if not os.path.isfile(vocab):

@@ -183,19 +183,12 @@ def main(argv: Sequence[str] | None = None) -> list[ResumeRow]:
     parser.add_argument("--data", help="folder to keep generated data in between runs")
     args = parser.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bench_convert_images import list_images, make_folder
-
-    import feedgpu
-    from feedgpu.convert.plan import default_workers
+    from bench_convert_images import converted_images
 
     tmp = tempfile.mkdtemp(prefix="bench_resume_data_")
     root = args.data or tmp
     try:
-        src, out = os.path.join(root, "jpegs"), os.path.join(root, "images")
-        if len(list_images(src)) != args.images:
-            shutil.rmtree(src, ignore_errors=True)
-            make_folder(src, args.images, default_workers())
-        feedgpu.convert_images(src, out, quiet=True)
+        out = converted_images(root, args.images)
         fractions = [float(f) for f in args.fractions.split(",") if f]
         rows = measure(out, args.batch, fractions, args.rounds, args.shuffle_buffer)
     finally:
