@@ -96,11 +96,6 @@ def build_pipeline(
     options.autotune.enabled = spec.autotune
     options.autotune.ram_budget = spec.ram_budget_bytes
     options.experimental_optimization.map_parallelization = True
-    if not spec.ignore_errors:  # its Python reader cannot be saved: refused as before
-        # Shuffles made inside epoch functions hold a placeholder seed generator, which tf.data
-        # takes for external state and would refuse to checkpoint; restored, they are rebuilt
-        # from their seeds, so `tf.train.Checkpoint(iterator=...)` stays exact.
-        options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     ds = ds.with_options(options)
     if spec.prefetch_to_device and tf.config.list_logical_devices("GPU"):
         # Overlap the host-to-device copy with the previous step (GPU only; a no-op on CPU).

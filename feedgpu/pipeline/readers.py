@@ -171,10 +171,8 @@ def keyed_shuffle(ds: Any, buffer: int, key: Any) -> Any:
     tf.data pairs an op seed with the graph-level seed (`tf.random.set_seed`): a script that
     sets it, or not, would see another order, and a graph seed of 0 even breaks a tensor op
     seed; cleared while the shuffle is made (inside a dataset function: that function's graph
-    only), the order depends on the key alone. Inside an epoch plan each epoch makes its own
-    shuffle, so reshuffling only matters where there is no plan (pipelines without a position,
-    reshuffled on each iteration); it also keeps the iterator checkpointable, which a
-    non-reshuffling shuffle's placeholder seed generator is not.
+    only), the order depends on the key alone. Reshuffled on each iteration: that is what a
+    pipeline without a position wants, and inside an epoch plan every epoch makes its own.
     """
     import tensorflow as tf
 
