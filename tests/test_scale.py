@@ -95,7 +95,7 @@ def test_beam_missing_says_how_to_install(
     tmp_path: Path, image_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "apache_beam", None)  # as if it were not installed
-    with pytest.raises(feedgpu.UsageError, match=r"pip install 'feedgpu\[beam\]'"):
+    with pytest.raises(feedgpu.UsageError, match=r"pip install 'apache-beam\[tfrecord\]'"):
         feedgpu.convert_images(str(image_folder), str(tmp_path / "o"), runner="beam")
 
 

@@ -1,4 +1,4 @@
-"""GPU utilisation sampled through NVML while a phase runs (optional: `pip install feedgpu[gpu]`).
+"""GPU utilisation sampled through NVML while a phase runs (optional: the [gpu] extra, nvidia-ml-py).
 
 NVML's utilisation is the share of time a kernel was running: the number `nvidia-smi` shows and
 the one users quote when they say their GPU idles. Without a GPU, the package or the driver, the
@@ -44,7 +44,7 @@ class GpuMonitor:
         try:
             import pynvml
         except ImportError:
-            self.unavailable = "nvidia-ml-py is not installed (pip install feedgpu[gpu])"
+            self.unavailable = "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
             return self
         try:
             pynvml.nvmlInit()

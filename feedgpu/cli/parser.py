@@ -38,7 +38,7 @@ CONVERSION = [
     value(
         "--runner",
         "local process pool, or the same shard tasks as an Apache Beam pipeline "
-        "(same bytes; needs pip install 'feedgpu[beam]')",
+        "(same bytes; needs pip install 'apache-beam[tfrecord]')",
         choices=("local", "beam"),
         default="local",
         target=COMMAND,

@@ -5,7 +5,7 @@ result sidecar, rename), with the converter's own shard body, so the output is b
 local run's; the driver then collects results the way a resumed run does (re-reading each
 finished shard's CRCs). Both converters use `write_shards_on_beam`; text runs its tokenizing
 chunks through `run_on_beam` first. DirectRunner here; Dataflow, Flink or
-Spark by passing their options. Optional: `pip install 'feedgpu[beam]'`.
+Spark by passing their options. Optional: the [beam] extra.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_OPTIONS = (
     "--runner=DirectRunner --direct_num_workers=0 --direct_running_mode=multi_threading"
 )
-INSTALL = "pip install 'feedgpu[beam]' (Apache Beam with TFRecord support)"
+INSTALL = "pip install 'apache-beam[tfrecord]' (the [beam] extra)"
 
 
 def beam_flags(options: str | None, quiet: bool) -> str:
