@@ -16,7 +16,7 @@ saved as .keras, loaded by bench-input and trained by its own train_step); `--ta
 gives bench-input the stalled pipeline as a user's own tf.data dataset (`dataset=`).
 
 Usage: python benchmarks/bench_verdict.py [--images 1024] [--seconds 5] [--shares 0,3,10,30,60]
-           [--target builtin|keras|dataset]
+           [--target builtin|keras|dataset] [--no-xla]
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ def main(argv: Sequence[str] | None = None) -> VerdictBenchResult:
     parser.add_argument("--model", default="small")
     parser.add_argument("--data", help="keep the generated dataset here")
     parser.add_argument("--target", choices=("builtin", "keras", "dataset"), default="builtin")
+    parser.add_argument("--xla", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args(argv)
 
     import feedgpu
@@ -90,13 +91,13 @@ def main(argv: Sequence[str] | None = None) -> VerdictBenchResult:
         shares.insert(0, 0.0)
     size = (args.image_size, args.image_size)
 
+    setup = feedgpu.resolve_devices(feedgpu.DeviceConfig(xla=args.xla))
     model: object = args.model
     if args.target == "keras":
         import keras
 
         from feedgpu.bench.models import build_workload
 
-        setup = feedgpu.resolve_devices()
         classes = len(feedgpu.read_manifest(data).label_names)
         saved = build_workload("image", args.model, setup, num_classes=classes, image_size=size)
         saved.model.compile(
@@ -115,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> VerdictBenchResult:
             )  # fmt: skip
             mine = feedgpu.build_pipeline(spec, None, stages)
             options = BenchOptions(model=model, seconds=args.seconds, ablation="never", quiet=True)
-            return bench_input(dataset=mine, options=options)
+            return bench_input(dataset=mine, options=options, setup=setup)
         options = BenchOptions(
             model=model,
             seconds=args.seconds,
@@ -125,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> VerdictBenchResult:
             | ({} if args.target == "keras" else {"image_size": size}),
             stages=stages,
         )
-        return bench_input(data, options)
+        return bench_input(data, options, setup=setup)
 
     base = run(0.0)
     e = base.end_to_end

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import random
+import string
 import struct
 import zlib
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+import feedgpu
 from feedgpu.samples import make_image, write_sample_images
 
 SMALL_SIZES = ((64, 48), (48, 64), (80, 60))
@@ -148,11 +150,42 @@ def make_document(rng: random.Random, words: int) -> str:
     return " ".join(rng.choice(pool) for _ in range(words))
 
 
+# A BERT vocabulary written out, for tests where training one is not the point: every word
+# splits into known pieces (whole words of the test corpora, else letters and digits).
+LITERAL_VOCAB = [
+    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+    *string.ascii_lowercase, *string.digits, *string.punctuation,
+    *(f"##{c}" for c in string.ascii_lowercase + string.digits),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def vocab_txt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    path.write_text("\n".join(LITERAL_VOCAB) + "\n", encoding="utf-8")
+    return path
+
+
 @pytest.fixture
 def text_folder(tmp_path: Path) -> Path:
     """IMDB style: src/{train,test}/{pos,neg}/N.txt, skewed lengths, plus broken documents."""
+    return write_text_folder(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def text_data(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """text_folder converted once for the session, labelled by folder, with a WordPiece
+    vocabulary trained on it. Read-only: a test that writes makes its own."""
+    root = tmp_path_factory.mktemp("text_data")
+    out = root / "data"
+    options = feedgpu.TextOptions(tokenizer="train:wordpiece:300", folder_labels=True)
+    feedgpu.convert_text(str(write_text_folder(root)), str(out), options, quiet=True)
+    return str(out)
+
+
+def write_text_folder(root: Path) -> Path:
     rng = random.Random(0)
-    src = tmp_path / "imdb"
+    src = root / "imdb"
     for split, count in (("train", 30), ("test", 10)):
         for label in ("pos", "neg"):
             folder = src / split / label
@@ -189,3 +222,11 @@ def jsonl_corpus(tmp_path: Path) -> Path:
         f.write(("\n".join(lines[20:40]) + "\n").encode())
     (src / "notes.txt").write_text("first line doc\n\nsecond line doc\n", encoding="utf-8")
     return src
+
+
+@pytest.fixture(autouse=True)
+def _no_amx_detected(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`precision="auto"` picks mixed_bfloat16 on CPUs with AMX: the suite fixes that choice (as if
+    no AMX were found) so what a test expects never depends on the host's CPU; the rule's every
+    branch is tested on its own (test_bench.py: test_precision_rule_has_a_case_for_each_branch)."""
+    monkeypatch.setattr("feedgpu.bench.device._cpu_has_amx_bf16", lambda: False)

@@ -15,7 +15,13 @@ import pytest
 
 import feedgpu
 from feedgpu.bench.ablation import run_ablation
-from feedgpu.bench.device import DeviceConfig, DeviceSetupError, resolve_devices, setup_devices
+from feedgpu.bench.device import (
+    DeviceConfig,
+    DeviceSetupError,
+    choose_precision,
+    resolve_devices,
+    setup_devices,
+)
 from feedgpu.bench.gpu_monitor import GpuMonitor
 from feedgpu.bench.measure import BenchOptions, bench_input
 from feedgpu.bench.models import build_workload
@@ -92,31 +98,67 @@ def test_ablation_names_the_stage_that_saves_most_and_keeps_a_faster_setting() -
     assert not any("deterministic" in a for a in result.advice)
 
 
+# The CPU's AMX detection is replaced in the child both ways: what "auto" picks must follow the
+# rule on every host, never the test machine's own CPU flags.
 NO_GPU_SET_UP = """
 import json, feedgpu
+from feedgpu.bench import device
 first = feedgpu.setup_devices(feedgpu.DeviceConfig(memory_limit_mb=512))
 import tensorflow as tf
 tf.constant(1.0)
 forced = feedgpu.resolve_devices(feedgpu.DeviceConfig(precision="mixed_float16", xla=False))
-print(json.dumps({"first": first.to_json(), "forced": forced.to_json()}))
+auto = {}
+for amx in (False, True):
+    device._cpu_has_amx_bf16 = lambda amx=amx: amx
+    auto[str(amx)] = feedgpu.resolve_devices(feedgpu.DeviceConfig()).to_json()
+print(json.dumps({"first": first.to_json(), "forced": forced.to_json(), "auto": auto}))
 """
 
 
-def test_without_a_gpu_set_up_degrades_to_float32_one_replica() -> None:
+def test_without_a_gpu_set_up_degrades_to_one_cpu_replica() -> None:
     """The no-GPU path, with the GPUs hidden: set up first thing in a fresh process."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     info = run_json(NO_GPU_SET_UP, env=env, timeout=300)
-    first, forced = info["first"], info["forced"]
-    assert (first["device_type"], first["precision"], first["num_replicas"]) == (
-        "CPU",
-        "float32",
-        1,
-    )
-    assert first["gpus"] == [] and "no GPU: memory growth and limits do not apply" in first["notes"]
+    first, forced, auto = info["first"], info["forced"], info["auto"]
+    assert (first["device_type"], first["gpus"], first["num_replicas"]) == ("CPU", [], 1)
+    assert "no GPU: memory growth and limits do not apply" in first["notes"]
     assert forced["precision"] == "mixed_float16" and not forced["xla"]
     assert any("slower than float32" in n for n in forced["notes"])
+    assert auto["False"]["precision"] == "float32"
+    assert auto["True"]["precision"] == "mixed_bfloat16"
+    assert "mixed_bfloat16: this CPU has AMX bfloat16 units" in auto["True"]["notes"]
     with pytest.raises(feedgpu.UsageError, match="precision 'half'"):
         DeviceConfig(precision="half")
+
+
+@pytest.mark.parametrize(
+    ("requested", "has_gpu", "capability", "amx", "chosen", "note"),
+    [
+        ("auto", True, (8, 0), False, "mixed_float16", None),  # tensor cores
+        ("auto", True, (7, 0), True, "mixed_float16", None),  # a GPU host's CPU does not matter
+        ("auto", True, (6, 1), False, "float32", "(6, 1) has no tensor cores"),
+        ("auto", True, None, False, "float32", "None has no tensor cores"),
+        ("auto", False, None, True, "mixed_bfloat16", "AMX bfloat16 units"),
+        ("auto", False, None, False, "float32", "no GPU, and this CPU has no AMX"),
+        ("float32", False, None, True, "float32", None),  # asked for: kept, AMX or not
+        ("mixed_float16", True, (6, 1), False, "mixed_float16", None),
+        ("mixed_float16", False, None, False, "mixed_float16", "usually slower than float32"),
+        ("mixed_bfloat16", False, None, True, "mixed_bfloat16", "usually slower than float32"),
+    ],
+)
+def test_precision_rule_has_a_case_for_each_branch(
+    requested: str,
+    has_gpu: bool,
+    capability: tuple[int, int] | None,
+    amx: bool,
+    chosen: str,
+    note: str | None,
+) -> None:
+    got, why = choose_precision(
+        requested, has_gpu=has_gpu, compute_capability=capability, cpu_has_amx=amx
+    )
+    assert got == chosen
+    assert (why is None) if note is None else (why is not None and note in why)
 
 
 def test_device_set_up_after_the_first_tensor_raises_a_clear_error() -> None:
@@ -147,14 +189,15 @@ def test_accumulated_gradients_equal_one_big_batch_and_the_step_trains() -> None
     import numpy as np
     import tensorflow as tf
 
-    setup = resolve_devices(DeviceConfig(xla=True))
+    # float32 arithmetic is what is compared: not the policy "auto" would pick on this host
+    setup = resolve_devices(DeviceConfig(precision="float32", xla=True))
     rng = np.random.default_rng(0)
     ids = tf.constant(rng.integers(1, 50, (8, 12)), tf.int64)
     features = {"input_ids": ids, "attention_mask": tf.ones_like(ids)}
     labels = tf.constant([0, 1] * 4)
     work = build_workload("text", "small", setup, num_classes=2, vocab_size=50, max_length=12)
-    whole = tf.function(lambda: compute_gradients(work, features, labels, 1), jit_compile=True)
-    split = tf.function(lambda: compute_gradients(work, features, labels, 4), jit_compile=True)
+    whole = tf.function(lambda: compute_gradients(work, features, labels, 1))
+    split = tf.function(lambda: compute_gradients(work, features, labels, 4))
     (loss1, grads1), (loss4, grads4) = whole(), split()
     assert float(loss1) == pytest.approx(float(loss4), rel=1e-5)
     for a, b in zip(grads1, grads4, strict=True):
@@ -184,8 +227,9 @@ from feedgpu.bench.device import DeviceConfig, resolve_devices
 from feedgpu.bench.measure import BenchOptions, bench_input
 from feedgpu.bench.render import render_report
 from feedgpu.pipeline.stages import StageChanges
-quick = {"seconds": 0.6, "max_seconds": 2.0, "ablation_seconds": 0.7, "quiet": True}
-setup = resolve_devices(DeviceConfig(xla=False))  # input wait is the question, not XLA's compile
+quick = {"seconds": 0.6, "max_seconds": 2.0, "ablation_seconds": 0.4, "quiet": True}
+# input wait is the question, not XLA's compile nor the precision this host's CPU would get
+setup = resolve_devices(DeviceConfig(precision="float32", xla=False))
 small = {"image_size": (32, 32), "cache": "memory"}
 images = sys.argv[1]
 out = {}
@@ -244,21 +288,17 @@ def test_ablation_names_the_stage_a_delay_was_injected_into(cpu_verdicts: dict[s
     assert "to change: JPEG decoding costs most" in text
 
 
-def test_text_bench_with_buckets_times_no_compile_step(tmp_path: Path, text_folder: Path) -> None:
-    out = tmp_path / "text"
-    options = feedgpu.TextOptions(tokenizer="train:wordpiece:300", folder_labels=True)
-    feedgpu.convert_text(str(text_folder), str(out), options, quiet=True)
+def test_text_bench_with_buckets_times_no_compile_step(text_data: str) -> None:
     # Without XLA each bucket shape is still a new trace, untimed; XLA's compile of each
     # would only make the test longer.
     report = bench_input(
-        str(out),
+        text_data,
         setup=resolve_devices(DeviceConfig(xla=False)),
         options=BenchOptions(
             batch_size=8,
-            ablation="always",
+            ablation="never",  # the text ablation is tested below, with its rates injected
             overrides={"text_mode": "bucket", "max_length": 64},  # fewer shapes to compile
             seconds=1.0,
-            ablation_seconds=0.5,
             quiet=True,
         ),
     )
@@ -266,9 +306,33 @@ def test_text_bench_with_buckets_times_no_compile_step(tmp_path: Path, text_fold
     # each bucket shape compiles once, untimed: at most one warm-up step per shape beyond two
     shapes = len(report.spec.bucket_boundaries) + 1
     assert report.ceiling.warmup_steps <= 2 + shapes
-    assert report.ablation is not None
-    assert {r.stage for r in report.ablation.rows} >= {"read", "parse"}
     jsonschema.validate(report.to_json(), BENCH_REPORT_SCHEMA)
+
+
+def test_text_ablation_makes_reading_and_parsing_free_in_the_real_pipeline(text_data: str) -> None:
+    """Each variant is the real text pipeline with that stage made free (a batch is drawn from
+    it); only the rates are injected: read 1 ms, parse 3 ms a batch of host time."""
+    spec = PipelineSpec.for_dataset(text_data, batch_size=8, training=True, repeat=True)
+    spec = spec.with_changes(text_mode="bucket", max_length=64, cache=None)
+    cost = {"read": 1.0, "parse": 3.0, "rest": 0.5}
+    built = []
+
+    def measure(variant: PipelineSpec, stages: StageChanges) -> PipelineRate:
+        batch = next(iter(feedgpu.build_pipeline(variant, None, stages)))
+        assert int(batch[0]["input_ids"].shape[0]) == 8  # the variant really delivers batches
+        built.append(set(stages.skip))
+        free = set(stages.skip) | ({"read"} if "parse" in stages.skip else set())
+        ms = sum(v for k, v in cost.items() if k not in free)
+        rate = 1000 * 8 / ms
+        return PipelineRate(0.1, rate, 1, 1, 50, Spread(rate * 0.99, rate * 1.01, 5))
+
+    result = run_ablation(spec, StageChanges(), measure, split_bytes=1000)
+    assert {frozenset(s) for s in built} >= {frozenset(), frozenset({"read"}), frozenset({"parse"})}
+    rows = {r.variant: r for r in result.rows}
+    assert {r.stage for r in result.rows if r.stage} == {"read", "parse"}
+    assert rows["read free"].saved_ms_per_example == pytest.approx(1.0 / 8)
+    assert rows["read+parse free"].saved_ms_per_example == pytest.approx(3.0 / 8)
+    assert result.bottleneck == "parse" and "cache='memory'" in rows  # not cached: tried
 
 
 def test_cli_default_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -314,48 +378,40 @@ def test_cli_bench_errors_are_one_line(
     assert json.loads(capsys.readouterr().out)["$id"] == "feedgpu.bench-input/2"
 
 
-MIRRORED = """
+# Both distributed paths in one fresh interpreter (a strategy is made at program start): two
+# logical CPUs for MirroredStrategy, and MultiWorkerMirroredStrategy as one worker (no TF_CONFIG).
+DISTRIBUTED = """
 import json, sys
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from feedgpu.bench.measure import BenchOptions, bench_input
-from feedgpu.bench.device import DeviceSetup
-strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-setup = DeviceSetup("CPU", (), None, "float32", False, strategy)  # no XLA: the input path
-options = BenchOptions(batch_size=8, seconds=1, ablation="never", quiet=True,
-                       overrides={"image_size": (32, 32)})
-print(json.dumps(bench_input(sys.argv[1], options, setup=setup).to_json()))
-"""
-
-
-def test_two_replicas_feed_through_distribute_datasets_from_function(images: str) -> None:
-    """The multi-GPU path, on two logical CPUs: per-replica batches, all-reduced updates."""
-    report = run_json(MIRRORED, images, timeout=600)
-    jsonschema.validate(report, BENCH_REPORT_SCHEMA)
-    assert report["device"]["num_replicas"] == 2
-    assert report["device"]["strategy"] == "MirroredStrategy"
-    assert report["end_to_end"]["num_steps"] > 0 and report["ceiling"]["examples_per_s"] > 0
-    assert report["end_to_end"]["loss_last"] is not None
-
-
-MULTI_WORKER = """
-import json, sys
 import feedgpu
-setup = feedgpu.setup_devices(feedgpu.DeviceConfig(strategy="multi_worker", xla=False))
-options = feedgpu.BenchOptions(batch_size=8, seconds=1, ablation="never", quiet=True,
+from feedgpu.bench.device import DeviceSetup
+multi = feedgpu.setup_devices(
+    feedgpu.DeviceConfig(strategy="multi_worker", xla=False, precision="float32"))
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+mirrored = DeviceSetup("CPU", (), None, "float32", False, strategy)  # no XLA: the input path
+options = feedgpu.BenchOptions(batch_size=8, seconds=0.3, ablation="never", quiet=True,
                                overrides={"image_size": (32, 32)})
-print(json.dumps(feedgpu.bench_input(sys.argv[1], options, setup=setup).to_json()))
+print(json.dumps({name: feedgpu.bench_input(sys.argv[1], options, setup=setup).to_json()
+                  for name, setup in (("multi_worker", multi), ("mirrored", mirrored))}))
 """
 
 
-def test_multi_worker_strategy_runs_the_same_loop(images: str) -> None:
-    """MultiWorkerMirroredStrategy as one worker (no TF_CONFIG): the multi-host code path."""
+def test_two_replicas_and_multi_worker_feed_through_the_strategy(images: str) -> None:
+    """The multi-GPU path on two logical CPUs (per-replica batches through
+    distribute_datasets_from_function, all-reduced updates), and the multi-host code path."""
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    report = run_json(MULTI_WORKER, images, env=env, timeout=600)
+    reports = run_json(DISTRIBUTED, images, env=env, timeout=600)
+    mirrored, multi = reports["mirrored"], reports["multi_worker"]
+    jsonschema.validate(mirrored, BENCH_REPORT_SCHEMA)
+    assert mirrored["device"]["num_replicas"] == 2
+    assert mirrored["device"]["strategy"] == "MirroredStrategy"
+    assert mirrored["end_to_end"]["num_steps"] > 0 and mirrored["ceiling"]["examples_per_s"] > 0
+    assert mirrored["end_to_end"]["loss_last"] is not None
     # (TensorFlow's class behind the public name)
-    assert report["device"]["strategy"] == "CollectiveAllReduceStrategy"
-    assert report["end_to_end"]["num_steps"] > 0
+    assert multi["device"]["strategy"] == "CollectiveAllReduceStrategy"
+    assert multi["end_to_end"]["num_steps"] > 0
 
 
 def test_simulated_workers_read_every_record_exactly_once(images: str) -> None:

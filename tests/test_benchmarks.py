@@ -31,10 +31,10 @@ def test_bench_convert_images_smoke(tmp_path: Path, capsys) -> None:
     assert "ours/(a) =" in capsys.readouterr().out.splitlines()[-1]
 
 
-def test_bench_convert_text_smoke(capsys) -> None:
+def test_bench_convert_text_smoke(capsys, vocab_txt: Path) -> None:
     bench = load("bench_convert_text")
     results = bench.main(
-        ["--mb", "0.3", "--rounds", "1", "--vocab-size", "300", "--lengths", "short,real"]
+        ["--mb", "0.3", "--rounds", "1", "--tokenizer", str(vocab_txt), "--lengths", "short,real"]
     )
     assert [r.profile for r in results] == ["short", "real"]
     for result in results:
@@ -43,10 +43,12 @@ def test_bench_convert_text_smoke(capsys) -> None:
         assert result.threads_tok_s and result.threads_tok_s > 0
     last = capsys.readouterr().out.splitlines()[-1]
     assert "worst ours/(a) =" in last and "ours/(a') =" in last
-    (bpe,) = bench.main(
+    assert all(r.tokenizer == "wordpiece" for r in results)
+    (bpe,) = bench.main(  # a vocabulary trained by the benchmark (BPE: HF, in this process)
         ["--mb", "0.2", "--rounds", "1", "--vocab-size", "300", "--bpe", "--lengths", "medium"]
     )
     assert bpe.tokenizer == "bpe" and bpe.ours_tok_s > 0 and bpe.threads_tok_s is None
+    assert "(a) HF alone" in capsys.readouterr().out
 
 
 def test_bench_pipeline_smoke(tmp_path: Path, capsys) -> None:
@@ -76,8 +78,10 @@ def test_bench_pipeline_smoke(tmp_path: Path, capsys) -> None:
     assert last.startswith("images: ours/(a) =") and "short ours/(b) =" in last
 
 
-def test_bench_memory_smoke(tmp_path: Path, capsys) -> None:
+def test_bench_memory_smoke(tmp_path: Path, capsys, vocab_txt: Path) -> None:
     bench = load("bench_memory")
+    # A vocabulary already in --data is reused (a re-run's path): no tokenizer to train here
+    (tmp_path / "vocab.txt").write_bytes(vocab_txt.read_bytes())
     rows = bench.main(
         ["--images", "8", "--mb", "0.1", "--vocab-size", "300", "--data", str(tmp_path)]
     )
@@ -96,7 +100,7 @@ def test_bench_verdict_smoke(capsys, target: str) -> None:
     bench = load("bench_verdict")
     result = bench.main(
         ["--images", "64", "--image-size", "32", "--seconds", "1", "--shares", "0,50",
-         "--target", target]
+         "--target", target, "--no-xla"]
     )  # fmt: skip
     assert len(result.rows) == 2 and result.rows[1].delay_ms > 0
     assert result.rows[1].measured_share > result.rows[0].measured_share

@@ -196,13 +196,16 @@ def test_bench_input_through_the_service_plans_workers(service_data: str) -> Non
     workers = [start_worker(dispatcher.address) for _ in range(2)]
     options = BenchOptions(
         batch_size=8,
-        seconds=1,
+        seconds=0.3,  # the feed through the service is the question; its arithmetic is below
         ablation="never",
         quiet=True,
         service_workers=2,
         overrides={"image_size": (32, 32), "service": dispatcher.address},
     )
-    report = bench_input(service_data, options)
+    from feedgpu.bench.device import DeviceConfig, resolve_devices
+
+    setup = resolve_devices(DeviceConfig(xla=False))  # the feed is the question, not XLA's compile
+    report = bench_input(service_data, options, setup=setup)
     plan = report.capacity
     assert report.spec.service == dispatcher.address and plan.service_workers == 2
     assert report.spec.dtype == "uint8"  # batches cross the wire: a quarter of the bytes
@@ -213,6 +216,26 @@ def test_bench_input_through_the_service_plans_workers(service_data: str) -> Non
     for w in workers:
         w.stop()
     dispatcher.stop()
+
+
+def test_capacity_plan_counts_cores_hosts_and_service_workers_to_the_ceiling() -> None:
+    from feedgpu.bench.report import CapacityPlan, PipelineRate, StepRate
+
+    def ceiling(examples_per_s: float) -> StepRate:
+        return StepRate(examples_per_s, 10, 12, 0, 0.0, 20, 0.2, 2, None, None)
+
+    # 2 ms of host CPU an example, the model takes 1,500 examples/s: 3 cores' worth
+    alone = PipelineRate(0.1, 400.0, 50.0, 2.0, 50)
+    local = CapacityPlan.of(alone, ceiling(1500), None)
+    cores = local.host_cores
+    assert local.cores_needed == pytest.approx(3.0)
+    assert local.hosts_needed == max(1, -(-3 // cores))  # whole hosts of this one's size
+    assert local.service_workers is None and local.service_workers_needed is None
+    # 2 workers deliver 400 examples/s: 200 each, so 1,500 takes 8 of them (7.5, rounded up)
+    served = CapacityPlan.of(alone, ceiling(1500), 2)
+    assert (served.service_workers, served.service_workers_needed) == (2, 8)
+    assert CapacityPlan.of(alone, ceiling(50), 2).service_workers_needed == 1  # never 0
+    assert CapacityPlan.of(alone, ceiling(50), None).hosts_needed == 1
 
 
 def test_outputs_go_through_gfile(tmp_path: Path, image_folder: Path, text_folder: Path) -> None:

@@ -157,21 +157,14 @@ def resolve_devices(config: DeviceConfig | None = None, notes: tuple[str, ...] =
             tf.config.list_physical_devices("GPU")[0]
         )
         capability = details.get("compute_capability")
-    precision = config.precision
-    if precision == "auto":
-        if capability and tuple(capability) >= (7, 0):
-            precision = "mixed_float16"  # tensor cores: float16 matmuls with float32 weights
-        elif not gpus and _cpu_has_amx_bf16():
-            precision = "mixed_bfloat16"  # AMX tiles: bfloat16 matmuls are the fast path
-            notes_list.append("mixed_bfloat16: this CPU has AMX bfloat16 units")
-        else:
-            precision = "float32"
-            notes_list.append(
-                "float32: "
-                + ("no GPU" if not gpus else f"compute capability {capability} has no tensor cores")
-            )
-    elif precision != "float32" and not gpus:
-        notes_list.append(f"{precision} on CPU: correct, but usually slower than float32")
+    precision, note = choose_precision(
+        config.precision,
+        has_gpu=bool(gpus),
+        compute_capability=tuple(capability) if capability else None,
+        cpu_has_amx=not gpus and config.precision == "auto" and _cpu_has_amx_bf16(),
+    )
+    if note:
+        notes_list.append(note)
     if config.strategy == "multi_worker":
         # Hosts and this one's rank come from TF_CONFIG; one worker when it is unset.
         try:
@@ -194,6 +187,32 @@ def resolve_devices(config: DeviceConfig | None = None, notes: tuple[str, ...] =
         strategy=strategy,
         notes=tuple(notes_list),
     )
+
+
+def choose_precision(
+    requested: str,
+    *,
+    has_gpu: bool,
+    compute_capability: tuple[int, ...] | None,
+    cpu_has_amx: bool,
+) -> tuple[str, str | None]:
+    """The Keras dtype policy for the hardware found, and a note saying why (or None).
+
+    "auto": mixed_float16 on GPUs with tensor cores (compute capability 7.0 or newer),
+    mixed_bfloat16 on a CPU with AMX bfloat16 units (its fast matmul path), float32 elsewhere.
+    A pure rule of what was detected, so each branch is tested without the hardware.
+    """
+    if requested != "auto":
+        if requested != "float32" and not has_gpu:
+            return requested, f"{requested} on CPU: correct, but usually slower than float32"
+        return requested, None
+    if has_gpu and compute_capability and tuple(compute_capability) >= (7, 0):
+        return "mixed_float16", None  # tensor cores: float16 matmuls with float32 weights
+    if has_gpu:
+        return "float32", f"float32: compute capability {compute_capability} has no tensor cores"
+    if cpu_has_amx:
+        return "mixed_bfloat16", "mixed_bfloat16: this CPU has AMX bfloat16 units"
+    return "float32", "float32: no GPU, and this CPU has no AMX bfloat16 units"
 
 
 def _cpu_has_amx_bf16() -> bool:

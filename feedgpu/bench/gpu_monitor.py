@@ -1,4 +1,4 @@
-"""GPU utilisation sampled through NVML while a phase runs (optional: the [gpu] extra, nvidia-ml-py).
+"""GPU utilisation sampled through NVML while a phase runs (optional: the gpu extra, nvidia-ml-py).
 
 NVML's utilisation is the share of time a kernel was running: the number `nvidia-smi` shows and
 the one users quote when they say their GPU idles. Without a GPU, the package or the driver, the

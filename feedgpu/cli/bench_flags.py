@@ -78,7 +78,8 @@ BENCH = [
     ),
     value(
         "--precision",
-        "auto: mixed_float16 on tensor-core GPUs, float32 on CPU",
+        "auto: mixed_float16 on tensor-core GPUs, mixed_bfloat16 on CPUs with AMX, float32 "
+        "elsewhere",
         choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
         target=DEVICE,
     ),
