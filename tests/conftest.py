@@ -42,6 +42,18 @@ def image_folder(tmp_path: Path) -> Path:
     return src
 
 
+@pytest.fixture(scope="session")
+def image_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """image_folder's images converted once for the session, in 4 shards. Read-only: a test
+    that changes a dataset copies it (or converts its own)."""
+    root = tmp_path_factory.mktemp("image_data")
+    src = root / "src"
+    write_sample_images(str(src), num_classes=3, images_per_class=12, sizes=SMALL_SIZES)
+    out = root / "images"
+    feedgpu.convert_images(str(src), str(out), feedgpu.ImageOptions(num_shards=4), quiet=True)
+    return out
+
+
 def _png_chunk(kind: bytes, body: bytes) -> bytes:
     return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
 
@@ -173,14 +185,14 @@ def text_folder(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def text_data(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """text_folder converted once for the session, labelled by folder, with a WordPiece
-    vocabulary trained on it. Read-only: a test that writes makes its own."""
+def text_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """text_folder converted once for the session: labelled by folder, 4 shards, a WordPiece
+    vocabulary trained on it. Read-only: a test that changes a dataset makes its own."""
     root = tmp_path_factory.mktemp("text_data")
-    out = root / "data"
-    options = feedgpu.TextOptions(tokenizer="train:wordpiece:300", folder_labels=True)
+    out = root / "text"
+    options = feedgpu.TextOptions(tokenizer="train:wordpiece:300", folder_labels=True, num_shards=4)
     feedgpu.convert_text(str(write_text_folder(root)), str(out), options, quiet=True)
-    return str(out)
+    return out
 
 
 def write_text_folder(root: Path) -> Path:

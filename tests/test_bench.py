@@ -98,8 +98,9 @@ def test_ablation_names_the_stage_that_saves_most_and_keeps_a_faster_setting() -
     assert not any("deterministic" in a for a in result.advice)
 
 
-# The CPU's AMX detection is replaced in the child both ways: what "auto" picks must follow the
-# rule on every host, never the test machine's own CPU flags.
+# The no-GPU host, in one fresh process with the GPUs hidden (so it holds on GPU hosts too):
+# set-up first thing, then the verdicts below. The CPU's AMX detection is replaced both ways:
+# what "auto" picks must follow the rule on every host, never the test machine's CPU flags.
 NO_GPU_SET_UP = """
 import json, feedgpu
 from feedgpu.bench import device
@@ -108,17 +109,16 @@ import tensorflow as tf
 tf.constant(1.0)
 forced = feedgpu.resolve_devices(feedgpu.DeviceConfig(precision="mixed_float16", xla=False))
 auto = {}
-for amx in (False, True):
+for amx in (True, False):
     device._cpu_has_amx_bf16 = lambda amx=amx: amx
     auto[str(amx)] = feedgpu.resolve_devices(feedgpu.DeviceConfig()).to_json()
-print(json.dumps({"first": first.to_json(), "forced": forced.to_json(), "auto": auto}))
+out = {"set_up": {"first": first.to_json(), "forced": forced.to_json(), "auto": auto}}
 """
 
 
-def test_without_a_gpu_set_up_degrades_to_one_cpu_replica() -> None:
+def test_without_a_gpu_set_up_degrades_to_one_cpu_replica(cpu_host: dict[str, Any]) -> None:
     """The no-GPU path, with the GPUs hidden: set up first thing in a fresh process."""
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    info = run_json(NO_GPU_SET_UP, env=env, timeout=300)
+    info = cpu_host["set_up"]
     first, forced, auto = info["first"], info["forced"], info["auto"]
     assert (first["device_type"], first["gpus"], first["num_replicas"]) == ("CPU", [], 1)
     assert "no GPU: memory growth and limits do not apply" in first["notes"]
@@ -220,9 +220,9 @@ def test_mixed_float16_trains_with_loss_scaling_on_cpu() -> None:
 
 
 # The verdicts below are about the CPU as the device (a model on a GPU would outrun these
-# pipelines): measured in one child process with the GPUs hidden, so they hold on GPU hosts too.
+# pipelines): measured in the no-GPU child, after its set-up.
 CPU_VERDICTS = """
-import json, sys
+import sys
 from feedgpu.bench.device import DeviceConfig, resolve_devices
 from feedgpu.bench.measure import BenchOptions, bench_input
 from feedgpu.bench.render import render_report
@@ -232,7 +232,6 @@ quick = {"seconds": 0.6, "max_seconds": 2.0, "ablation_seconds": 0.4, "quiet": T
 setup = resolve_devices(DeviceConfig(precision="float32", xla=False))
 small = {"image_size": (32, 32), "cache": "memory"}
 images = sys.argv[1]
-out = {}
 def keep(name, report):
     out[name] = {"json": report.to_json(), "text": render_report(report)}
     return report
@@ -251,14 +250,14 @@ print(json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def cpu_verdicts(images: str) -> dict[str, Any]:
+def cpu_host(images: str) -> dict[str, Any]:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    result: dict[str, Any] = run_json(CPU_VERDICTS, images, env=env, timeout=900)
+    result: dict[str, Any] = run_json(NO_GPU_SET_UP + CPU_VERDICTS, images, env=env, timeout=900)
     return result
 
 
-def test_fast_pipeline_and_heavy_model_is_not_input_bound(cpu_verdicts: dict[str, Any]) -> None:
-    report, text = cpu_verdicts["heavy"]["json"], cpu_verdicts["heavy"]["text"]
+def test_fast_pipeline_and_heavy_model_is_not_input_bound(cpu_host: dict[str, Any]) -> None:
+    report, text = cpu_host["heavy"]["json"], cpu_host["heavy"]["text"]
     jsonschema.validate(report, BENCH_REPORT_SCHEMA)
     assert report["device"]["device_type"] == "CPU"
     assert report["verdict"] != "highly input-bound", text  # resident, prefetched batches
@@ -269,17 +268,17 @@ def test_fast_pipeline_and_heavy_model_is_not_input_bound(cpu_verdicts: dict[str
     assert report["end_to_end"]["loss_last"] is not None
 
 
-def test_an_injected_stall_is_measured_as_input_wait(cpu_verdicts: dict[str, Any]) -> None:
-    stalled, text = cpu_verdicts["stalled"]["json"], cpu_verdicts["stalled"]["text"]
-    delay = cpu_verdicts["stall_delay_s"]
+def test_an_injected_stall_is_measured_as_input_wait(cpu_host: dict[str, Any]) -> None:
+    stalled, text = cpu_host["stalled"]["json"], cpu_host["stalled"]["text"]
+    delay = cpu_host["stall_delay_s"]
     e = stalled["end_to_end"]
     assert stalled["verdict"] == "highly input-bound", text  # ~67% injected; 20% is the line
     assert e["input_share"] > 0.4, text
     assert e["wait_ms_median"] >= 1000 * delay  # a sleep lasts at least its length
 
 
-def test_ablation_names_the_stage_a_delay_was_injected_into(cpu_verdicts: dict[str, Any]) -> None:
-    report, text = cpu_verdicts["decode"]["json"], cpu_verdicts["decode"]["text"]
+def test_ablation_names_the_stage_a_delay_was_injected_into(cpu_host: dict[str, Any]) -> None:
+    report, text = cpu_host["decode"]["json"], cpu_host["decode"]["text"]
     assert report["verdict"] != "saturated", text
     ablation = report["ablation"]
     assert ablation is not None and ablation["bottleneck"] == "decode", text
@@ -288,11 +287,11 @@ def test_ablation_names_the_stage_a_delay_was_injected_into(cpu_verdicts: dict[s
     assert "to change: JPEG decoding costs most" in text
 
 
-def test_text_bench_with_buckets_times_no_compile_step(text_data: str) -> None:
+def test_text_bench_with_buckets_times_no_compile_step(text_data: Path) -> None:
     # Without XLA each bucket shape is still a new trace, untimed; XLA's compile of each
     # would only make the test longer.
     report = bench_input(
-        text_data,
+        str(text_data),
         setup=resolve_devices(DeviceConfig(xla=False)),
         options=BenchOptions(
             batch_size=8,
@@ -309,10 +308,12 @@ def test_text_bench_with_buckets_times_no_compile_step(text_data: str) -> None:
     jsonschema.validate(report.to_json(), BENCH_REPORT_SCHEMA)
 
 
-def test_text_ablation_makes_reading_and_parsing_free_in_the_real_pipeline(text_data: str) -> None:
+def test_text_ablation_makes_reading_and_parsing_free_in_the_real_pipeline(
+    text_data: Path,
+) -> None:
     """Each variant is the real text pipeline with that stage made free (a batch is drawn from
     it); only the rates are injected: read 1 ms, parse 3 ms a batch of host time."""
-    spec = PipelineSpec.for_dataset(text_data, batch_size=8, training=True, repeat=True)
+    spec = PipelineSpec.for_dataset(str(text_data), batch_size=8, training=True, repeat=True)
     spec = spec.with_changes(text_mode="bucket", max_length=64, cache=None)
     cost = {"read": 1.0, "parse": 3.0, "rest": 0.5}
     built = []

@@ -99,7 +99,7 @@ def test_bench_memory_smoke(tmp_path: Path, capsys, vocab_txt: Path) -> None:
 def test_bench_verdict_smoke(capsys, target: str) -> None:
     bench = load("bench_verdict")
     result = bench.main(
-        ["--images", "64", "--image-size", "32", "--seconds", "1", "--shares", "0,50",
+        ["--images", "64", "--image-size", "32", "--seconds", "0.5", "--shares", "0,50",
          "--target", target, "--no-xla"]
     )  # fmt: skip
     assert len(result.rows) == 2 and result.rows[1].delay_ms > 0

@@ -9,24 +9,9 @@ import pytest
 import tensorflow as tf
 
 import feedgpu
-from feedgpu import DatasetError, ImageOptions, PipelineSpec, TextOptions, UsageError
+from feedgpu import DatasetError, PipelineSpec, TextOptions, UsageError
 from feedgpu.pipeline.images import decode_crop_resize
 from feedgpu.pipeline.text import choose_boundaries, padding_waste
-
-
-@pytest.fixture
-def image_data(tmp_path: Path, image_folder: Path) -> Path:
-    out = tmp_path / "images"
-    feedgpu.convert_images(str(image_folder), str(out), ImageOptions(num_shards=4), quiet=True)
-    return out
-
-
-@pytest.fixture
-def text_data(tmp_path: Path, text_folder: Path) -> Path:
-    out = tmp_path / "text"
-    options = TextOptions(tokenizer="train:wordpiece:300", folder_labels=True, num_shards=4)
-    feedgpu.convert_text(str(text_folder), str(out), options, quiet=True)
-    return out
 
 
 def test_training_images_static_shapes_and_labels(image_data: Path) -> None:
@@ -152,9 +137,14 @@ def test_boundaries_minimise_padding() -> None:
     assert padding_waste(counts, bounds) < padding_waste(counts, [512]) / 4
 
 
-def test_ignore_errors_drops_only_the_damaged_record_and_counts_it(image_data: Path) -> None:
+def test_ignore_errors_drops_only_the_damaged_record_and_counts_it(
+    image_data: Path, tmp_path: Path
+) -> None:
+    import shutil
+
     from feedgpu.format.records import read_records
 
+    image_data = Path(shutil.copytree(image_data, tmp_path / "damaged"))  # the shared one stays
     shard = sorted(image_data.glob("*.tfrecord-*"))[0]
     with open(shard, "rb") as f:
         n = len(list(read_records(f)))

@@ -22,13 +22,6 @@ from feedgpu import ImageOptions, InputPosition, PipelineSpec, TextOptions, Usag
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def image_data(tmp_path: Path, image_folder: Path) -> Path:
-    out = tmp_path / "images"
-    feedgpu.convert_images(str(image_folder), str(out), ImageOptions(num_shards=4), quiet=True)
-    return out
-
-
 def _corpus(folder: Path, docs: int = 700) -> Path:
     """A JSONL corpus of short and long documents: several blocks of 256, so several groups."""
     rng = random.Random(0)
@@ -42,14 +35,17 @@ def _corpus(folder: Path, docs: int = 700) -> Path:
     return folder
 
 
-def _convert_text(tmp_path: Path, name: str, **options: object) -> Path:
-    out = tmp_path / name
-    src = tmp_path / "corpus"
-    if not src.exists():
-        _corpus(src)
-    opts = TextOptions(tokenizer="train:wordpiece:300", num_shards=3, **options)  # type: ignore[arg-type]
-    feedgpu.convert_text(str(src), str(out), opts, quiet=True)
-    return out
+@pytest.fixture(scope="module")
+def text_sets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The corpus converted once per module, plain and packed into 64 ids (read-only)."""
+    root = tmp_path_factory.mktemp("resume-text")
+    src = _corpus(root / "corpus")
+    made = {}
+    for name, extra in (("plain", {}), ("packed", {"pack": 64})):
+        opts = TextOptions(tokenizer="train:wordpiece:300", num_shards=3, **extra)  # type: ignore[arg-type]
+        feedgpu.convert_text(str(src), str(root / name), opts, quiet=True)
+        made[name] = root / name
+    return made
 
 
 def _lines(log: Path) -> list[str]:
@@ -92,12 +88,13 @@ def test_killed_loop_resumes_with_the_uninterrupted_batches(image_data: Path, tm
 
 
 @pytest.mark.parametrize("mode", ["pad", "bucket", "packed"])
-def test_every_text_mode_resumes_exactly_across_epochs(tmp_path: Path, mode: str) -> None:
-    data = _convert_text(tmp_path, mode, pack=64) if mode == "packed" else None
-    if data is None:
-        data = _convert_text(tmp_path, "text")
+def test_every_text_mode_resumes_exactly_across_epochs(
+    tmp_path: Path, mode: str, text_sets: dict[str, Path]
+) -> None:
+    data = text_sets["packed" if mode == "packed" else "plain"]
+    # 16 a batch: 700 documents are still three blocks, several groups, ~44 batches an epoch
     spec = PipelineSpec.for_dataset(
-        str(data), training=True, batch_size=8, seed=5, shuffle_buffer=256
+        str(data), training=True, batch_size=16, seed=5, shuffle_buffer=256
     )
     if mode != "packed":
         spec = spec.with_changes(text_mode=mode)
