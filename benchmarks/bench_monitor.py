@@ -67,10 +67,10 @@ def main(argv: Sequence[str] | None = None) -> MonitorBenchResult:
     import keras
 
     import feedgpu
-    from feedgpu.bench.measure import make_default_dataset
     from feedgpu.bench.models import build_workload
     from feedgpu.bench.report import verdict_for
     from feedgpu.pipeline.stages import StageChanges
+    from feedgpu.samples import make_default_dataset
 
     workdir = args.data or tempfile.mkdtemp(prefix="bench-monitor-")
     data = make_default_dataset(workdir, images_per_class=args.images // 4)

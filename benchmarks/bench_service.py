@@ -45,8 +45,9 @@ def main(argv: Sequence[str] | None = None) -> ServiceBenchResult:
     args = parser.parse_args(argv)
 
     import feedgpu
-    from feedgpu.bench.measure import make_default_dataset, measure_pipeline
+    from feedgpu.bench.rounds import measure_pipeline
     from feedgpu.pipeline.service import start_dispatcher, start_worker
+    from feedgpu.samples import make_default_dataset
 
     workdir = args.data or tempfile.mkdtemp(prefix="bench-service-")
     # bench-input's own sample data (re-runs with --data reuse it: conversion is a no-op)

@@ -79,9 +79,10 @@ def main(argv: Sequence[str] | None = None) -> VerdictBenchResult:
     args = parser.parse_args(argv)
 
     import feedgpu
-    from feedgpu.bench.measure import BenchOptions, bench_input, make_default_dataset
+    from feedgpu.bench.measure import BenchOptions, bench_input
     from feedgpu.bench.report import verdict_for
     from feedgpu.pipeline.stages import StageChanges
+    from feedgpu.samples import make_default_dataset
 
     workdir = args.data or tempfile.mkdtemp(prefix="bench-verdict-")
     # bench-input's own sample data (re-runs with --data reuse it: conversion is a no-op)

@@ -69,3 +69,19 @@ def write_sample_images(
             img = make_image(seed * 1_000_003 + c * 10_007 + i, width, height)
             img.save(target, "JPEG", quality=quality)  # type: ignore[attr-defined]
     return count
+
+
+def make_default_dataset(
+    workdir: str, *, num_classes: int = 4, images_per_class: int = 128, quiet: bool = True
+) -> str:
+    """bench-input's built-in data: a generated sample image folder, converted; returns its path.
+
+    Nothing can be downloaded, so the default is made here: photo-like JPEGs of typical sizes
+    (320x240 to 640x480), which cost the host what real photos of those sizes cost.
+    """
+    from feedgpu.converters.images import convert_images
+
+    src, out = os.path.join(workdir, "images"), os.path.join(workdir, "dataset")
+    write_sample_images(src, num_classes=num_classes, images_per_class=images_per_class)
+    convert_images(src, out, quiet=quiet)
+    return out

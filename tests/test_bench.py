@@ -376,7 +376,7 @@ def test_cli_bench_errors_are_one_line(
     assert main(["bench-input", "--inject-delay", "decode", "--no-memory-growth"]) == 2
     assert "expected STAGE=MS" in capsys.readouterr().err
     assert main(["bench-input", "--print-schema"]) == 0
-    assert json.loads(capsys.readouterr().out)["$id"] == "feedgpu.bench-input/2"
+    assert json.loads(capsys.readouterr().out)["$id"] == "feedgpu.bench-input/3"
 
 
 # Both distributed paths in one fresh interpreter (a strategy is made at program start): two
@@ -434,7 +434,7 @@ def test_report_explains_a_gap_that_is_not_input_wait() -> None:
 
     def steps(rate: float, step_ms: float, share: float) -> StepRate:
         wait = step_ms * share
-        return StepRate(rate, step_ms, step_ms, wait, share, 10, 10 * step_ms / 1000, 2, 1.0, 0.5)
+        return StepRate(rate, step_ms, step_ms, wait, share, 40, 40 * step_ms / 1000, 2, 1.0, 0.5)
 
     def report(end_to_end_rate: float, step_ms: float, share: float = 0.01) -> str:
         return render_report(

@@ -148,7 +148,13 @@ def test_your_own_dataset_alone_and_beside_feedgpus(
         images, BenchOptions(model=model, **QUICK), dataset=_user_images(), setup=setup
     )
     assert both.compared is not None and both.compared.data_dir == images
-    assert "side by side on my_cnn (yours): your tf.data pipeline:" in render_report(both)
+    text = render_report(both)
+    # one ceiling, and feedgpu's batches built to the user's: 24x24 uint8, 8 a batch
+    assert "side by side on my_cnn (yours), one compute ceiling" in text
+    assert "both at 24x24 uint8, batch 8:" in text and "feedgpu's batches:" not in text
+    assert both.compared.ran_with == both.ran_with
+    assert not any("ablation needs a feedgpu" in n for n in both.notes)  # DATA was given
+    assert both.to_json()["compared"]["ran_with"]["image_size"] == [24, 24]
     builtin = bench_input(dataset=_user_images(32), options=BenchOptions(**QUICK), setup=setup)
     assert builtin.model == "cnn-small" and builtin.kind == "image"
     with pytest.raises(feedgpu.UsageError, match="applies to feedgpu's pipeline"):

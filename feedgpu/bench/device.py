@@ -17,6 +17,7 @@ from feedgpu.errors import FeedgpuError, UsageError
 logger = logging.getLogger(__name__)
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
+XLA_CHOICES = ("auto", "on", "off")
 
 
 class DeviceSetupError(FeedgpuError, RuntimeError):
@@ -34,7 +35,10 @@ class DeviceConfig:
         precision: "auto" picks mixed_float16 on GPUs of compute capability 7.0 or newer
             (tensor cores), mixed_bfloat16 on CPUs with AMX bfloat16 units, float32
             elsewhere; or name a Keras dtype policy explicitly.
-        xla: compile the train step with XLA (`jit_compile=True`).
+        xla: compile the train step with XLA (`jit_compile=True`): "on", "off", or "auto":
+            the built-in models on, your own model as it was compiled (its `jit_compile`, which
+            Keras resolves when compiling: off on CPU-only hosts and under tf.distribute).
+            True and False mean "on" and "off".
         strategy: "auto" mirrors over several GPUs and uses the default strategy otherwise;
             "multi_worker" is MultiWorkerMirroredStrategy over the hosts TF_CONFIG names.
     """
@@ -42,10 +46,14 @@ class DeviceConfig:
     memory_growth: bool = True
     memory_limit_mb: int | None = None
     precision: str = "auto"
-    xla: bool = True
+    xla: str | bool = "auto"
     strategy: str = "auto"
 
     def __post_init__(self) -> None:
+        if isinstance(self.xla, bool):
+            object.__setattr__(self, "xla", "on" if self.xla else "off")
+        if self.xla not in XLA_CHOICES:
+            raise UsageError(f"xla {self.xla!r}: choose one of {', '.join(XLA_CHOICES)}")
         if self.precision not in PRECISIONS:
             raise UsageError(f"precision {self.precision!r}: choose one of {', '.join(PRECISIONS)}")
         if self.strategy not in STRATEGIES:
@@ -63,9 +71,11 @@ class DeviceSetup:
         gpus: names of the GPUs found (empty on a CPU-only host).
         compute_capability: of the first GPU, (major, minor), when TensorFlow reports it.
         precision: the Keras dtype policy models should use.
-        xla: whether the train step is compiled with XLA.
+        xla: whether the built-in models' train step is compiled with XLA.
         strategy: the `tf.distribute.Strategy` to build models and input under.
         notes: what was not applied and why (e.g. memory growth with no GPU).
+        xla_rule: what was asked ("auto", "on", "off"): a loaded model's own setting decides
+            under "auto".
     """
 
     device_type: str
@@ -75,6 +85,7 @@ class DeviceSetup:
     xla: bool
     strategy: Any
     notes: tuple[str, ...] = ()
+    xla_rule: str = "auto"
 
     @property
     def num_replicas(self) -> int:
@@ -96,6 +107,7 @@ class DeviceSetup:
             else None,
             "precision": self.precision,
             "xla": self.xla,
+            "xla_rule": self.xla_rule,
             "strategy": type(self.strategy).__name__,
             "num_replicas": self.num_replicas,
             "notes": list(self.notes),
@@ -183,9 +195,10 @@ def resolve_devices(config: DeviceConfig | None = None, notes: tuple[str, ...] =
         gpus=tuple(g.name for g in gpus),
         compute_capability=tuple(capability) if capability else None,
         precision=precision,
-        xla=config.xla,
+        xla=config.xla != "off",
         strategy=strategy,
         notes=tuple(notes_list),
+        xla_rule=str(config.xla),
     )
 
 

@@ -3,8 +3,10 @@ and what to change."""
 
 from __future__ import annotations
 
+from feedgpu.bench.advice import contention
 from feedgpu.bench.report import SATURATED_SHARE, BenchReport
 from feedgpu.bench.spread import Spread
+from feedgpu.bench.train_step import xla_note
 
 
 def _range(spread: Spread | None, form: str) -> str:
@@ -13,18 +15,33 @@ def _range(spread: Spread | None, form: str) -> str:
     return f"{format(spread.low, form)}-{format(spread.high, form)}"
 
 
-# A gap to the ceiling larger than the input wait by this much means the steps themselves run
-# slower end to end: the pipeline and the model compete for the host (measured here: steps
-# 1.15-1.4x slower on a 2-core CPU-only host).
-CONTENTION_GAP = 0.05
+def _ran_as(report: BenchReport) -> str:
+    """What the timed step ran as: the model's policy, XLA or not and why, replicas."""
+    device, run = report.device, report.run
+    if run is None:
+        return f"{device.precision}, {'XLA' if device.xla else 'no XLA'}"
+    xla = f"{'XLA' if run.xla else 'no XLA'}: {run.xla_reason}"
+    per_call = f", {run.steps_per_execution} steps a call" if run.steps_per_execution > 1 else ""
+    return f"{run.policy}, {xla}{per_call}"
+
+
+def _batches(ran_with: dict[str, object]) -> str:
+    """`128x128 uint8, batch 32` or `length 128, batch 32`."""
+    parts = []
+    size = ran_with.get("image_size")
+    if isinstance(size, (tuple, list)):
+        parts.append(f"{size[0]}x{size[1]} {ran_with.get('dtype', '')}".strip())
+    if ran_with.get("max_length"):
+        parts.append(f"length {ran_with['max_length']}")
+    parts.append(f"batch {ran_with.get('batch_size', '?')}")
+    return ", ".join(parts)
 
 
 def render_report(report: BenchReport) -> str:
     """The report as a readable table with the verdict, the reasons and what to change."""
     device = report.device
-    xla = "XLA" if device.xla else "no XLA"
     lines = [
-        f"bench-input: {report.model} on {device.device_type} ({device.precision}, {xla}, "
+        f"bench-input: {report.model} on {device.device_type} ({_ran_as(report)}, "
         f"{device.num_replicas} replica(s)); batch {report.batch_size}"
         + (f" in {report.accumulate} micro-batches" if report.accumulate > 1 else "")
         + f"; {report.data_dir} [{report.split}]",
@@ -53,27 +70,29 @@ def render_report(report: BenchReport) -> str:
             )
     low, high = report.verdict_range
     if report.verdict == "uncertain":
+        if report.measurement_problem:
+            why = "end to end ran faster than the compute ceiling"
+        elif report.uncertain_reason:
+            why = report.uncertain_reason
+        else:
+            why = (
+                f"it ranged {_range(e.share_spread, '.1%')} over the rounds, from {low} to "
+                f"{high}; rerun with more --seconds on a quieter machine"
+            )
         lines.append(
-            f"verdict: uncertain: input wait is {report.input_share:.1%} of step time, but it "
-            f"ranged {_range(e.share_spread, '.1%')} over the rounds, from {low} to {high}; "
-            "rerun with more --seconds on a quieter machine"
+            f"verdict: uncertain: input wait is {report.input_share:.1%} of step time, but {why}"
         )
     else:
         bound = {"saturated": "< 5%", "moderately input-bound": "5-20%"}.get(low, ">= 20%")
         lines.append(
             f"verdict: {report.verdict}: input wait is {report.input_share:.1%} of step time "
-            f"({bound})"
-            + (
-                ""
-                if report.measurement_problem
-                else f"; end to end runs at {report.fraction_of_ceiling:.0%} of the compute ceiling"
-            )
+            f"({bound}); end to end runs at {report.fraction_of_ceiling:.0%} of the compute "
+            "ceiling"
         )
     if report.measurement_problem:
         lines.append(f"measurement problem: {report.measurement_problem}")
     compute_ms = e.step_ms_median - e.wait_ms_median
-    unexplained = (1 - report.fraction_of_ceiling) - report.input_share
-    if c.step_ms_median and unexplained > CONTENTION_GAP:
+    if contention(report) and not report.measurement_problem:
         # Said so as not to contradict an input-bound verdict: then it is the rest of the gap.
         lead = (
             "the gap to the ceiling is not input wait"
@@ -132,16 +151,34 @@ def render_report(report: BenchReport) -> str:
                 f"  {row.variant:<22}{row.examples_per_s:>12.1f}{_range(row.spread, '.0f'):>17}"
                 + effect
             )
-        lines.extend(f"to change: {line}" for line in a.advice)
+    lines.extend(f"to change: {line}" for line in report.advice)
     if report.profile_dir:
         lines.append(f"profile: tensorboard --logdir {report.profile_dir} (Profile tab)")
     if report.compared:
         o = report.compared
         lines.append(
-            f"side by side on {report.model}: {report.data_dir}: {e.examples_per_s:,.0f} "
-            f"examples/s, {report.verdict} ({report.input_share:.0%}); feedgpu's on "
-            f"{o.data_dir}: {o.examples_per_s:,.0f} examples/s, {o.verdict} "
-            f"({o.input_share:.0%})"
+            f"side by side on {report.model}, one compute ceiling {c.examples_per_s:,.0f} "
+            f"examples/s ({_range(c.spread, ',.0f')}), both at {_batches(report.ran_with)}:"
         )
+        lines.append(
+            f"  {report.data_dir}: {e.examples_per_s:,.0f} examples/s "
+            f"({_range(e.spread, ',.0f')}), {report.verdict} ({report.input_share:.0%}); "
+            f"pipeline alone {p.examples_per_s:,.0f}"
+        )
+        lines.append(
+            f"  feedgpu's on {o.data_dir}: {o.examples_per_s:,.0f} examples/s "
+            f"({_range(o.spread, ',.0f')}), {o.verdict} ({o.input_share:.0%}); "
+            f"pipeline alone {o.pipeline_examples_per_s:,.0f}"
+        )
+        if o.ran_with != report.ran_with:
+            lines.append(f"  (feedgpu's batches: {_batches(o.ran_with)})")
+    if report.run:
+        if report.run.compile_s >= 1:
+            lines.append(
+                f"note: the first step compiled in {report.run.compile_s:.0f} s (not timed)"
+            )
+        slower = xla_note(report.run, c.step_ms_median)
+        if slower:
+            lines.append(f"note: {slower}")
     lines.extend(f"note: {note}" for note in (*report.notes, *device.notes))
     return "\n".join(lines)

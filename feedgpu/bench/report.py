@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, replace
+import statistics
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from feedgpu.bench.ablation import AblationResult
@@ -17,10 +18,12 @@ from feedgpu.bench.device import DeviceSetup
 from feedgpu.bench.schema import SCHEMA_ID
 from feedgpu.bench.spread import Spread
 from feedgpu.bench.steps import StepTimes
+from feedgpu.bench.train_step import StepSettings
 from feedgpu.pipeline.spec import PipelineSpec
 
 SATURATED_SHARE = 0.05  # the TF Profiler's input-bound thresholds
 HIGHLY_SHARE = 0.20
+MIN_STEPS = 20  # timed steps a phase needs (time allowing) before its verdict is told
 
 
 @dataclass(frozen=True)
@@ -80,13 +83,22 @@ class StepRate:
 
     @classmethod
     def from_rounds(cls, rounds: list[StepTimes]) -> StepRate:
-        """One phase measured in rounds: the whole, with each number's spread over them."""
+        """One phase measured in rounds: the whole, with each number's spread over them.
+
+        The headline rate and input share are the median of the rounds, the statistic the
+        spread is built on, so a headline always lies inside its own p10-p90.
+        """
         whole = cls.from_times(StepTimes.merged(rounds))
         timed = [r for r in rounds if r.wait_s]
+        if not timed:
+            return whole
+        rates, shares = [r.examples_per_s for r in timed], [r.input_share for r in timed]
         return replace(
             whole,
-            spread=Spread.of([r.examples_per_s for r in timed]),
-            share_spread=Spread.of([r.input_share for r in timed]),
+            examples_per_s=statistics.median(rates),
+            input_share=statistics.median(shares),
+            spread=Spread.of(rates),
+            share_spread=Spread.of(shares),
         )
 
     @classmethod
@@ -151,14 +163,18 @@ class CapacityPlan:
 
 @dataclass(frozen=True)
 class Compared:
-    """Another pipeline measured on the same model, for a side-by-side line.
+    """Another pipeline measured on the same model against the same compute ceiling (measured
+    once), for a side-by-side line.
 
     Attributes:
         data_dir: what it read.
         examples_per_s: end to end.
         input_share: end to end.
         verdict: its verdict.
-        fraction_of_ceiling: end to end over its compute ceiling.
+        fraction_of_ceiling: end to end over the shared compute ceiling.
+        spread: its end-to-end examples/s over the rounds.
+        ran_with: the batches it gave (image size or length, batch size, dtype).
+        pipeline_examples_per_s: the pipeline alone.
     """
 
     data_dir: str
@@ -166,6 +182,9 @@ class Compared:
     input_share: float
     verdict: str
     fraction_of_ceiling: float
+    spread: Spread | None = None
+    ran_with: dict[str, Any] = field(default_factory=dict)
+    pipeline_examples_per_s: float = 0.0
 
     @classmethod
     def of(cls, report: BenchReport) -> Compared:
@@ -176,6 +195,9 @@ class Compared:
             e.input_share,
             report.verdict,
             report.fraction_of_ceiling,
+            e.spread,
+            dict(report.ran_with),
+            report.pipeline.examples_per_s,
         )
 
 
@@ -202,6 +224,9 @@ class BenchReport:
     seconds: float
     notes: tuple[str, ...] = ()
     compared: Compared | None = None  # feedgpu's pipeline on the same model, beside the user's
+    run: StepSettings | None = None  # what the timed step ran as (XLA, policy, steps a call)
+    ran_with: dict[str, Any] = field(default_factory=dict)  # the batches: size, batch, dtype
+    advice: tuple[str, ...] = ()  # what to change (bench.advice.advice_for)
 
     @property
     def input_share(self) -> float:
@@ -214,9 +239,28 @@ class BenchReport:
 
     @property
     def verdict(self) -> str:
-        """verdict_for the input share, or "uncertain" when its spread spans two verdicts."""
+        """verdict_for the input share, or "uncertain" when its spread spans two verdicts or
+        the phases cannot decide (see uncertain_reason)."""
         low, high = self.verdict_range
-        return low if low == high else "uncertain"
+        return low if low == high and not self.uncertain_reason else "uncertain"
+
+    @property
+    def uncertain_reason(self) -> str | None:
+        """Why the phases are too short or too odd to give a verdict, if they are."""
+        short = [
+            f"{name} timed only {rate.num_steps} steps"
+            for name, rate in (
+                ("the compute ceiling", self.ceiling),
+                ("end to end", self.end_to_end),
+            )
+            if rate.num_steps < MIN_STEPS
+        ]
+        if short:
+            return (
+                f"{' and '.join(short)} (fewer than {MIN_STEPS}): raise --max-seconds or "
+                "lower --batch-size"
+            )
+        return self.measurement_problem
 
     @property
     def verdict_range(self) -> tuple[str, str]:
@@ -262,6 +306,10 @@ class BenchReport:
             "measurement_problem": self.measurement_problem,
             "gpu_utilization": self.gpu_utilization,
             "gpu_note": self.gpu_note,
+            "uncertain_reason": self.uncertain_reason,
+            "advice": list(self.advice),
+            "run": None if self.run is None else self.run.to_json(),
+            "ran_with": {k: _json_value(v) for k, v in self.ran_with.items()},
             "ablation": None
             if self.ablation is None
             else {
@@ -283,6 +331,10 @@ class BenchReport:
 def _json_value(value: Any) -> Any:
     if isinstance(value, Spread):
         return value.to_json()
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_json_value(v) for v in value]
     return round(value, 4) if isinstance(value, float) else value
 
 

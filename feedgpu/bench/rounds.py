@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import statistics
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from feedgpu.bench.gpu_monitor import GpuMonitor
-from feedgpu.bench.report import PipelineRate, StepRate
+from feedgpu.bench.report import MIN_STEPS, PipelineRate, StepRate
 from feedgpu.bench.spread import ROUNDS, Spread
 from feedgpu.bench.steps import StepTimes, batch_size_of, time_steps
 from feedgpu.progress import progress_bar
 
-MIN_STEPS = 20  # timed steps per phase at the least (time allowing: BenchOptions.max_seconds)
+# MIN_STEPS: timed steps per phase at the least (time allowing: BenchOptions.max_seconds)
 LEAD_STEPS = 3  # untimed steps starting each end-to-end round (see alternate_rounds)
 
 
@@ -64,19 +66,21 @@ def measure_pipeline(
         if progress:
             progress(1)
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu0
+    windows = windows or [examples / elapsed]
+    rate = statistics.median(windows)  # the statistic the spread is built on: inside it
     return PipelineRate(
         first_batch_s=first,
-        examples_per_s=examples / elapsed,
-        batches_per_s=count / elapsed,
+        examples_per_s=rate,
+        batches_per_s=rate * count / max(examples, 1),
         host_cpu_ms_per_example=1000 * cpu / max(examples, 1),
         num_batches=count,
-        spread=Spread.of(windows or [examples / elapsed]),
+        spread=Spread.of(windows),
     )
 
 
 def alternate_rounds(
     step: Any,
-    resident: list[Any],
+    resident: list[Any] | None,
     batches: Iterator[Any],
     seconds: float,
     max_seconds: float,
@@ -88,19 +92,22 @@ def alternate_rounds(
 
     Each end-to-end round begins with LEAD_STEPS untimed steps: while the ceiling round ran,
     the pipeline filled its prefetch buffer, and those batches would come without waiting.
+    Without resident batches only end to end runs (its ceiling measured elsewhere).
     """
     per_round = seconds / ROUNDS
     min_steps = -(-MIN_STEPS // ROUNDS)
     seen: set[Any] = set()
     ceiling: list[StepTimes] = []
     together: list[StepTimes] = []
-    cycle = itertools.cycle(resident)
-    with progress.phase("ceiling | e2e") as tick:
+    cycle = itertools.cycle(resident or [])
+    with progress.phase("ceiling | e2e" if resident else "end to end") as tick:
         for r in range(ROUNDS):
             for parts, source, warm in (
                 (ceiling, cycle, 2 if r == 0 else 0),
                 (together, batches, 2 if r == 0 else LEAD_STEPS),
             ):
+                if parts is ceiling and not resident:
+                    continue
                 parts.append(
                     time_steps(
                         step,
@@ -116,6 +123,19 @@ def alternate_rounds(
     return ceiling, together
 
 
+@dataclass
+class ModelRun:
+    """The model measured: the compute ceiling, end to end, the GPU monitor, the resident
+    batches the ceiling ran on, and how long the first (compiling, untimed) step took."""
+
+    ceiling: StepRate
+    end_to_end: StepRate
+    monitor: GpuMonitor
+    resident: list[Any]
+    compile_s: float
+    without_xla_ms: float | None = None  # the same step without XLA (set when it had XLA)
+
+
 def measure_model(
     step: Any,
     batches: Iterator[Any],
@@ -123,10 +143,16 @@ def measure_model(
     seconds: float,
     max_seconds: float,
     progress: PhaseProgress,
-) -> tuple[StepRate, StepRate, GpuMonitor]:
+    ceiling: StepRate | None = None,
+) -> ModelRun:
     """The compute ceiling (the step on a few resident batches, copied to the GPU when there
     is one) and end to end (the step on `batches`), in alternating rounds; GPU utilisation
-    sampled meanwhile."""
+    sampled meanwhile. With `ceiling` given (measured once for two pipelines on one model),
+    only end to end runs.
+
+    The first step compiles (with XLA, minutes for a large model on a CPU): it runs alone,
+    shown as compiling and never timed.
+    """
     import tensorflow as tf
 
     # Resident batches: a few distinct ones, so bucketed text shows each shape it will meet.
@@ -134,8 +160,35 @@ def measure_model(
     if setup.device_type == "GPU" and not setup.distributed:
         with tf.device("/gpu:0"):
             resident = [tf.nest.map_structure(tf.identity, b) for b in resident]
+    per_call = int(getattr(step, "batches_per_call", 1))
+    first = resident[0] if per_call == 1 else tuple(resident[:per_call])
+    with progress.phase("compiling (untimed)") as tick:
+        t0 = time.perf_counter()
+        float(step(first))
+        compile_s = time.perf_counter() - t0
+        tick(1)
     with GpuMonitor(enabled=setup.device_type == "GPU") as monitor:
-        ceiling, together = alternate_rounds(
-            step, resident, batches, seconds, max_seconds, progress
+        ceiling_rounds, together = alternate_rounds(
+            step, None if ceiling else resident, batches, seconds, max_seconds, progress
         )
-    return StepRate.from_rounds(ceiling), StepRate.from_rounds(together), monitor
+    return ModelRun(
+        ceiling or StepRate.from_rounds(ceiling_rounds),
+        StepRate.from_rounds(together),
+        monitor,
+        resident,
+        compile_s,
+    )
+
+
+def profile_steps(step: Any, batches: Iterator[Any], logdir: str, steps: int) -> None:
+    """A TensorBoard profiler trace of `steps` training steps (after the timed phases, so the
+    profiler's overhead never reaches the numbers)."""
+    import tensorflow as tf
+
+    from feedgpu.tf_private import trace_step
+
+    tf.profiler.experimental.start(logdir)
+    try:
+        time_steps(step, batches, seconds=float("inf"), max_steps=steps, on_step=trace_step)
+    finally:
+        tf.profiler.experimental.stop()

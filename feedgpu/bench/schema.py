@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_ID = "feedgpu.bench-input/2"  # 2: spreads, "uncertain", the user's model and data
+# 2: spreads, "uncertain", the user's model and data. 3: what the step ran as ("run"), the
+# batches' shape ("ran_with"), the advice, why a verdict is uncertain, the side by side's spreads.
+SCHEMA_ID = "feedgpu.bench-input/3"
 _RATE = {"type": "number", "minimum": 0}
 _SPREAD = {
     "oneOf": [
@@ -18,6 +20,17 @@ _SPREAD = {
     ]
 }
 _VERDICTS = ["saturated", "moderately input-bound", "highly input-bound"]
+# The batches a pipeline gave: image size and dtype, or text length; and the batch size.
+_RAN_WITH = {
+    "type": "object",
+    "properties": {
+        "image_size": {"type": "array", "items": {"type": "integer"}, "minItems": 2},
+        "dtype": {"type": "string"},
+        "max_length": {"type": "integer", "minimum": 1},
+        "text_mode": {"type": "string"},
+        "batch_size": {"type": "integer", "minimum": 1},
+    },
+}
 _STEPS = {
     "type": "object",
     "required": [
@@ -87,6 +100,7 @@ BENCH_REPORT_SCHEMA: dict[str, Any] = {
                 "gpus": {"type": "array", "items": {"type": "string"}},
                 "precision": {"enum": ["float32", "mixed_float16", "mixed_bfloat16"]},
                 "xla": {"type": "boolean"},
+                "xla_rule": {"enum": ["auto", "on", "off"]},
                 "strategy": {"type": "string"},
                 "num_replicas": {"type": "integer", "minimum": 1},
                 "notes": {"type": "array", "items": {"type": "string"}},
@@ -122,6 +136,26 @@ BENCH_REPORT_SCHEMA: dict[str, Any] = {
             "maxItems": 2,
         },
         "measurement_problem": {"type": ["string", "null"]},
+        "uncertain_reason": {"type": ["string", "null"]},
+        "advice": {"type": "array", "items": {"type": "string"}},
+        "run": {
+            "oneOf": [
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "required": ["xla", "xla_reason", "policy", "steps_per_execution"],
+                    "properties": {
+                        "xla": {"type": "boolean"},
+                        "xla_reason": {"type": "string"},
+                        "policy": {"type": "string"},
+                        "steps_per_execution": {"type": "integer", "minimum": 1},
+                        "without_xla_step_ms": {"type": ["number", "null"], "minimum": 0},
+                        "compile_s": _RATE,
+                    },
+                },
+            ]
+        },
+        "ran_with": _RAN_WITH,
         "notes": {"type": "array", "items": {"type": "string"}},
         "compared": {
             "oneOf": [
@@ -135,6 +169,9 @@ BENCH_REPORT_SCHEMA: dict[str, Any] = {
                         "input_share": {"type": "number", "minimum": 0, "maximum": 1},
                         "verdict": {"enum": [*_VERDICTS, "uncertain"]},
                         "fraction_of_ceiling": _RATE,
+                        "spread": _SPREAD,
+                        "ran_with": _RAN_WITH,
+                        "pipeline_examples_per_s": _RATE,
                     },
                 },
             ]

@@ -61,10 +61,15 @@ def make_train_step(workload: Workload, setup: DeviceSetup, accumulate: int = 1)
         return tf.cast(loss, tf.float32)
 
     if not setup.distributed:
-        return tf.function(lambda batch: replica_step(batch, gradients), jit_compile=setup.xla)
-    compiled = tf.function(gradients, jit_compile=setup.xla)
+        # reduce_retracing, as Keras compiles a step: text buckets trace without warnings
+        return tf.function(
+            lambda batch: replica_step(batch, gradients),
+            jit_compile=setup.xla,
+            reduce_retracing=True,
+        )
+    compiled = tf.function(gradients, jit_compile=setup.xla, reduce_retracing=True)
 
-    @tf.function
+    @tf.function(reduce_retracing=True)
     def distributed(batch: Any) -> Any:
         losses = setup.strategy.run(replica_step, args=(batch, compiled))
         return setup.strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
@@ -193,6 +198,16 @@ def _signature(batch: Any) -> tuple[Any, ...]:
     return tuple(tuple(t.shape) for t in tf.nest.flatten(batch, expand_composites=True))
 
 
+def _next_batches(batches: Iterator[Any], count: int) -> tuple[list[Any], list[float]]:
+    """The next `count` batches and the time blocked waiting for each."""
+    group, waits = [], []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        group.append(next(batches))
+        waits.append(time.perf_counter() - t0)
+    return group, waits
+
+
 def time_steps(
     step: Any,
     batches: Iterator[Any],
@@ -222,6 +237,8 @@ def time_steps(
     """
     times = StepTimes()
     seen = set() if seen is None else seen
+    # Steps that run several batches a call (a model's steps_per_execution) take them together.
+    per_call = int(getattr(step, "batches_per_call", 1))
     start = None
     began = time.perf_counter()
     index = 0
@@ -238,10 +255,11 @@ def time_steps(
             break  # every batch has a new shape: nothing can be timed without compiling
         t0 = time.perf_counter()
         try:
-            batch = next(batches)
+            group, waits = _next_batches(batches, per_call)
         except StopIteration:
             break
         t1 = time.perf_counter()
+        batch = group[0] if per_call == 1 else tuple(group)
         signature = _signature(batch)
         timed = times.warmup_steps >= warmup_steps and signature in seen
         seen.add(signature)
@@ -253,18 +271,19 @@ def time_steps(
             loss = float(step(batch))
         t2 = time.perf_counter()
         if not timed:
-            times.warmup_steps += 1
+            times.warmup_steps += per_call
             continue
         if start is None:
             start = t0
-        times.wait_s.append(t1 - t0)
-        times.compute_s.append(t2 - t1)
-        times.examples += batch_size_of(batch)
+        # An execution of several steps: each its own wait, the call's time shared out.
+        times.wait_s += waits
+        times.compute_s += [(t2 - t1) / per_call] * per_call
+        times.examples += sum(batch_size_of(b) for b in group)
         if not times.losses:
             times.losses.append(loss)
-        index += 1
+        index += per_call
         if progress:
-            progress(1)
+            progress(per_call)
     if times.losses:
         times.losses.append(loss)
     return times

@@ -80,12 +80,16 @@ class DatasetShape:
         labelled: batches are (features, labels).
         image_size: (height, width) of image batches, when static.
         features: the text features' names.
+        dtype: the images' dtype (text: the ids').
+        length: text batches' sequence length, when static.
     """
 
     kind: str
     labelled: bool
     image_size: tuple[int, int] | None
     features: tuple[str, ...]
+    dtype: str = "float32"
+    length: int | None = None
 
 
 def describe(dataset: Any) -> DatasetShape:
@@ -101,9 +105,11 @@ def describe(dataset: Any) -> DatasetShape:
     if shape is not None and shape.rank == 4:
         height, width = shape[1], shape[2]
         size = (int(height), int(width)) if height and width else None
-        return DatasetShape("image", labelled, size, ())
+        return DatasetShape("image", labelled, size, (), features.dtype.name)
     if isinstance(features, dict) and "input_ids" in features:
-        return DatasetShape("text", labelled, None, tuple(sorted(features)))
+        ids = features["input_ids"]
+        length = int(ids.shape[1]) if ids.shape.rank == 2 and ids.shape[1] else None
+        return DatasetShape("text", labelled, None, tuple(sorted(features)), ids.dtype.name, length)
     raise UsageError(
         f"{DATASET_NAME} gives batches of {spec}; bench-input measures batches of images "
         "(batch, height, width, channels) or dicts with input_ids (batch, length), "

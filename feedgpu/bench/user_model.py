@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +44,10 @@ def load_user_model(model: Any, setup: DeviceSetup) -> Any:
     import keras
 
     try:
-        with setup.strategy.scope():
+        with setup.strategy.scope(), warnings.catch_warnings():
+            # A model saved before it trained has an optimizer without state; Keras warns it
+            # skips loading it. The measurement starts the optimizer afresh either way.
+            warnings.filterwarnings("ignore", "Skipping variable loading for optimizer")
             loaded = keras.saving.load_model(model)
     except Exception as e:  # Keras raises TypeError, ValueError and others, per cause
         full = " ".join(str(e).split())
@@ -146,10 +150,23 @@ def _describe(inputs: list[Any]) -> str:
     return ", ".join(f"{t.name} {tuple(t.shape)}" for t in inputs)
 
 
-def make_model_step(model: Any, fit: ModelFit, setup: DeviceSetup) -> Any:
-    """A callable: one (distributed) batch in, one step of the model's own `train_step`, its
-    loss out. Compiled with XLA when the setup asks and the model allows it; a model that does
-    not compile falls back to no XLA, and `note` says so.
+def model_xla(model: Any, setup: DeviceSetup) -> tuple[bool, str]:
+    """Whether the model's train step compiles with XLA here, and why: as `model.fit` would
+    run it (the model's own `jit_compile`, which Keras resolved when it was compiled and keeps
+    when saved), unless `--xla on|off` says otherwise."""
+    if setup.distributed:
+        return False, "under tf.distribute, as Keras runs it"
+    if setup.xla_rule in ("on", "off"):
+        return setup.xla_rule == "on", f"--xla {setup.xla_rule}"
+    own = bool(getattr(model, "jit_compile", False))
+    return own, f"the model's jit_compile={own}"
+
+
+def make_model_step(model: Any, fit: ModelFit, setup: DeviceSetup) -> FallbackStep:
+    """A callable: the batches of one execution in, that many steps of the model's own
+    `train_step`, the last loss out; as `model.fit` runs it (its XLA setting, its
+    `steps_per_execution` batches a call). A model that does not compile with XLA falls back
+    to no XLA, and `note` says so.
 
     Unlabelled text trains on its own ids as the targets (`y = input_ids`), what a language
     model's or a masked-LM's loss takes.
@@ -161,6 +178,8 @@ def make_model_step(model: Any, fit: ModelFit, setup: DeviceSetup) -> Any:
         if fit.kind == "image":
             x = tf.cast(features, fit.dtypes[0])
         else:
+            # only the inputs the model takes: a dict with more keys than it declares makes
+            # Keras warn that the structure of its inputs does not match
             cast = [tf.cast(features[n], d) for n, d in zip(fit.names, fit.dtypes, strict=True)]
             x = cast[0] if len(cast) == 1 else dict(zip(fit.names, cast, strict=True))
         return x, labels if labels is not None else features["input_ids"]
@@ -170,25 +189,51 @@ def make_model_step(model: Any, fit: ModelFit, setup: DeviceSetup) -> Any:
         loss = logs.get("loss") if isinstance(logs, dict) else None
         return tf.constant(0.0) if loss is None else tf.cast(loss, tf.float32)
 
+    xla, why = model_xla(model, setup)
+    per_call = max(1, int(getattr(model, "steps_per_execution", 1) or 1))
     if setup.distributed:
 
         def replicated(batch: Any) -> Any:
             losses = setup.strategy.run(one, args=(batch,))
             return setup.strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
 
-        return FallbackStep(replicated, xla=False)
-    return FallbackStep(one, xla=setup.xla)
+        return FallbackStep(replicated, xla, why, per_call)
+    return FallbackStep(one, xla, why, per_call)
 
 
 class FallbackStep:
-    """A tf.function of `fn`, with XLA until a compilation fails, then without it."""
+    """`fn` compiled as Keras compiles a train step (a tf.function with the model's XLA
+    setting and reduce_retracing, so text buckets trace without retracing warnings), run
+    `batches_per_call` batches a call as `steps_per_execution` runs them; with XLA until a
+    compilation fails, then without it.
 
-    def __init__(self, fn: Any, xla: bool) -> None:
+    Attributes:
+        xla: whether the step now runs with XLA.
+        xla_reason: why XLA is on or off.
+        batches_per_call: batches each call trains on (the model's steps_per_execution).
+        note: set when XLA had to be dropped.
+    """
+
+    def __init__(self, fn: Any, xla: bool, xla_reason: str, batches_per_call: int = 1) -> None:
+        self.fn, self.xla, self.xla_reason = fn, xla, xla_reason
+        self.batches_per_call = batches_per_call
+        self.note: str | None = None
+        self.compiled = self._compile(xla)
+
+    def _compile(self, xla: bool) -> Any:
         import tensorflow as tf
 
-        self.fn, self.xla = fn, xla
-        self.compiled = tf.function(fn, jit_compile=xla)
-        self.note: str | None = None
+        one = tf.function(self.fn, jit_compile=xla, reduce_retracing=True)
+        if self.batches_per_call == 1:
+            return one
+
+        def execution(batches: Any) -> Any:
+            loss = None
+            for batch in batches:  # one traced call of the compiled step per batch
+                loss = one(batch)
+            return loss
+
+        return tf.function(execution, reduce_retracing=True)
 
     def __call__(self, batch: Any) -> Any:
         import tensorflow as tf
@@ -203,6 +248,10 @@ class FallbackStep:
                 f"the model's train step does not compile with XLA ({first}): measured without"
             )
             logger.warning(self.note)
-            self.xla = False
-            self.compiled = tf.function(self.fn)
+            self.xla, self.xla_reason = False, "it does not compile with XLA"
+            self.compiled = self._compile(False)
             return self.compiled(batch)
+
+    def without_xla(self) -> FallbackStep:
+        """The same step compiled without XLA (to compare the two on this host)."""
+        return FallbackStep(self.fn, False, "compared", self.batches_per_call)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from feedgpu.cli.flags import COMMAND, DEVICE, SPEC, action, switch, value
+from feedgpu.cli.flags import COMMAND, DEVICE, SPEC, Flag, action, switch, value
 
 VERBOSE = switch(
     "--verbose", "also show TensorFlow's start-up lines and debug logs", target=COMMAND
 )
+# --no-xla, as before --xla took a value: writes "off" where --xla keeps its choice
+NO_XLA = {"action": "store_const", "const": "off", "dest": "xla"}
 BENCH = [
     value("data", "dataset written by feedgpu convert", metavar="DATA", nargs="?", target=COMMAND),
     value("--split", "split to read"),
@@ -83,7 +85,14 @@ BENCH = [
         choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
         target=DEVICE,
     ),
-    switch("--xla", "jit_compile the step", target=DEVICE),
+    value(
+        "--xla",
+        "compile the train step with XLA: auto (the built-in models on; your model as it was "
+        "compiled, its jit_compile), on or off",
+        choices=("auto", "on", "off"),
+        target=DEVICE,
+    ),
+    Flag("--no-xla", "same as --xla off", DEVICE, "xla", None, NO_XLA),
     value(
         "--strategy",
         "auto: MirroredStrategy when there are several GPUs; multi_worker: "

@@ -155,12 +155,13 @@ def bench_input(args: argparse.Namespace) -> int:
         return 0
     _load_tensorflow(args)  # its start-up chatter would bury the table
     from feedgpu.bench.device import DeviceConfig
-    from feedgpu.bench.measure import BenchOptions, bench_input, make_default_dataset
+    from feedgpu.bench.measure import BenchOptions, bench_input
     from feedgpu.bench.render import render_report
     from feedgpu.bench.user_data import dataset_from_fn, import_modules
     from feedgpu.bench.user_model import is_user_model
     from feedgpu.pipeline.spec import PipelineSpec
     from feedgpu.pipeline.stages import StageChanges
+    from feedgpu.samples import make_default_dataset
 
     overrides = values_for(args, args.flags, SPEC)
     options = options_from(
@@ -195,13 +196,10 @@ def bench_input(args: argparse.Namespace) -> int:
             data = make_default_dataset(
                 workdir, images_per_class=args.sample_per_class, quiet=options.quiet
             )
-        if spec is not None and data is not None:
+        if data is not None:
             from feedgpu.format.manifest import read_manifest
-            from feedgpu.pipeline.spec_checks import check_applies
 
-            manifest = read_manifest(data)
-            check_applies(overrides, data, manifest.kind, manifest.pack_length)
-            spec = spec.with_changes(data_dir=data, **overrides)
+            read_manifest(data)  # a dataset that is not there is said before anything starts
         from feedgpu.bench.device import setup_devices
 
         setup = setup_devices(config)  # before the first tensor (the user's dataset makes some)

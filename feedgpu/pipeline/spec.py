@@ -8,7 +8,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from feedgpu.errors import UsageError
+from feedgpu.errors import FeedgpuError, UsageError
 from feedgpu.format.manifest import read_manifest
 from feedgpu.pipeline.spec_checks import (
     DTYPES,
@@ -37,6 +37,23 @@ def _memory_bytes() -> int:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return 8 << 30
+
+
+# Chosen for the host a spec is made on; a saved spec leaves them out (see to_json).
+HOST_FIELDS = frozenset({"ram_budget_bytes", "cycle_length"})
+
+
+def _cycle_length(files: int | None) -> int:
+    """Readers interleaved: one per core, no more than the shard files, at most 16."""
+    return max(1, min(files or 16, os.cpu_count() or 1, 16))
+
+
+def _shard_count(data_dir: Any, split: Any) -> int | None:
+    """The split's shard files, when its dataset can be read here (None: it cannot)."""
+    try:
+        return len(read_manifest(str(data_dir)).split(str(split), str(data_dir)).shards)
+    except (FeedgpuError, OSError, ValueError, TypeError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -192,7 +209,8 @@ class PipelineSpec:
         check_applies(overrides, data_dir, kind, manifest.pack_length)
         reasons: list[tuple[str, str]] = []
         budget = int(overrides.get("ram_budget_bytes", _memory_bytes() // 2))
-        reasons.append(("ram_budget_bytes", "half of this machine's memory"))
+        if "ram_budget_bytes" not in overrides:
+            reasons.append(("ram_budget_bytes", "half of this machine's memory"))
         size = info.num_bytes
         # Cache the encoded records when they fit comfortably: every later epoch skips I/O
         # and parsing.
@@ -218,8 +236,9 @@ class PipelineSpec:
             )
         )
         files = len(info.shards)
-        cycle = max(1, min(files, os.cpu_count() or 1, 16))
-        reasons.append(("cycle_length", f"{files} shard files, {os.cpu_count()} cores"))
+        cycle = _cycle_length(files)
+        if "cycle_length" not in overrides:
+            reasons.append(("cycle_length", f"{files} shard files, {os.cpu_count()} cores"))
         values: dict[str, Any] = {
             "data_dir": data_dir,
             "split": split,
@@ -268,14 +287,16 @@ class PipelineSpec:
         return cls(**values)
 
     def to_json(self) -> str:
-        """The spec as JSON, to pin a tuned configuration."""
-        return json.dumps(
-            {k: v for k, v in asdict(self).items() if k != "reasons"}, indent=2, sort_keys=True
-        )
+        """The spec as JSON, to pin a tuned configuration. What was chosen for this host (RAM
+        budget, interleave cycle from its cores) is left out: it is chosen again on load,
+        for the host that loads it; a value set by hand is kept."""
+        automatic = {name for name, _ in self.reasons} & HOST_FIELDS
+        kept = {k: v for k, v in asdict(self).items() if k != "reasons" and k not in automatic}
+        return json.dumps(kept, indent=2, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> PipelineSpec:
-        """Inverse of to_json."""
+        """Inverse of to_json, the host's own choices made again where it left them out."""
         try:
             data = json.loads(text)
         except ValueError as e:
@@ -285,7 +306,16 @@ class PipelineSpec:
         unknown = sorted(set(data) - {f.name for f in fields(cls)})
         if unknown:
             raise UsageError(f"unknown PipelineSpec field(s) in JSON: {', '.join(unknown)}")
-        return cls(**data)  # lists become tuples, and wrong types one line, in __post_init__
+        reasons = []
+        if "ram_budget_bytes" not in data:
+            data["ram_budget_bytes"] = _memory_bytes() // 2
+            reasons.append(("ram_budget_bytes", "half of this machine's memory"))
+        if "cycle_length" not in data:
+            files = _shard_count(data.get("data_dir"), data.get("split", "train"))
+            data["cycle_length"] = _cycle_length(files)
+            reasons.append(("cycle_length", f"{files or 'unknown'} shard files, this host's cores"))
+        # lists become tuples, and wrong types one line, in __post_init__
+        return cls(**data, reasons=tuple(reasons))
 
     def __str__(self) -> str:
         why = dict(self.reasons)

@@ -1,0 +1,75 @@
+"""What to change, from the measured parts of a bench-input report: the ablation's finding, and
+where input wait comes from when the pipeline alone is far faster than the model needs (then
+more cores or service workers would not change it, and the advice never says they would)."""
+
+from __future__ import annotations
+
+from feedgpu.bench.report import SATURATED_SHARE, BenchReport
+
+# A gap to the ceiling larger than the input wait by this much means the steps themselves run
+# slower end to end: the pipeline and the model compete for the host (measured here: steps
+# 1.15-1.4x slower on a 2-core CPU-only host).
+CONTENTION_GAP = 0.05
+# The pipeline alone is "far above" the ceiling at this many times its rate: throughput is
+# then not what makes the model wait.
+HEADROOM = 2.0
+# Advice that asks for more host capacity, as the ablation words it.
+MORE_CAPACITY = ("add host cores / tf.data service workers", "add host cores or tf.data service")
+
+
+def contention(report: BenchReport) -> float | None:
+    """How much slower steps compute end to end than on resident batches (1.3 = 30%), when
+    that explains a gap to the ceiling the input wait does not."""
+    c, e = report.ceiling, report.end_to_end
+    unexplained = (1 - report.fraction_of_ceiling) - report.input_share
+    if not c.step_ms_median or unexplained <= CONTENTION_GAP:
+        return None
+    return (e.step_ms_median - e.wait_ms_median) / c.step_ms_median
+
+
+def advice_for(report: BenchReport) -> tuple[str, ...]:
+    """One line each: what to change. Capacity is advised only when the capacity plan needs
+    at least a core more than the pipeline has."""
+    plan, p, c = report.capacity, report.pipeline, report.ceiling
+    headroom = p.examples_per_s / c.examples_per_s if c.examples_per_s else 0.0
+    ample = plan.cores_needed < 1 or headroom >= HEADROOM
+    lines: list[str] = []
+    for line in report.ablation.advice if report.ablation else ():
+        if ample and line.startswith("no single stage dominates"):
+            continue  # "add cores" beside a plan of a fraction of a core: the wait is elsewhere
+        if ample:
+            for clause in MORE_CAPACITY:
+                line = line.replace(f", or {clause}", "").replace(f" or {clause}", "")
+        lines.append(line)
+    if report.input_share >= SATURATED_SHARE and ample and report.verdict != "uncertain":
+        lines.append(_wait_source(report, headroom))
+    return tuple(lines)
+
+
+def _wait_source(report: BenchReport, headroom: float) -> str:
+    """Where input wait comes from when the pipeline alone keeps up many times over."""
+    plan, e = report.capacity, report.end_to_end
+    lead = (
+        f"the pipeline alone runs {headroom:.1f}x faster than the model consumes and feeding "
+        f"it takes {plan.cores_needed:.2f} cores, so more cores or workers would not change "
+        f"the {report.input_share:.0%} wait"
+    )
+    slower = contention(report)
+    if slower and report.device.device_type == "CPU":
+        return (
+            f"{lead}: it comes from the pipeline and the model sharing this host's "
+            f"{plan.host_cores} cores (steps compute {slower:.2f}x slower end to end): on an "
+            "accelerator the model's compute leaves the host and this wait with it; on a "
+            "CPU-only host it is the price of sharing, which no pipeline setting removes"
+        )
+    if slower:
+        return (
+            f"{lead}: it comes from host threads competing with the step's launch (steps "
+            f"compute {slower:.2f}x slower end to end): keep other work off the host"
+        )
+    return (
+        f"{lead}: it comes in bursts (median wait {e.wait_ms_median:.1f} ms of "
+        f"{e.step_ms_median:.1f} ms steps; first batch {report.pipeline.first_batch_s:.2f} s), "
+        "as when the prefetch buffer drains while the host is busy elsewhere: check that "
+        "nothing else runs on this host, and measure with more --seconds"
+    )

@@ -1,0 +1,76 @@
+"""The parts every bench-input run shares: the model measured on a pipeline's batches (the
+ceiling, end to end, and the step without XLA), and the report made of the measured phases."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from feedgpu.bench.advice import advice_for
+from feedgpu.bench.device import DeviceSetup
+from feedgpu.bench.options import BenchOptions
+from feedgpu.bench.report import BenchReport, PipelineRate, StepRate
+from feedgpu.bench.rounds import ModelRun, PhaseProgress, measure_model
+from feedgpu.bench.train_step import TrainStep, time_without_xla
+
+
+def measure_step(
+    train: TrainStep,
+    batches: Any,
+    setup: DeviceSetup,
+    options: BenchOptions,
+    progress: PhaseProgress,
+    shared: tuple[TrainStep, StepRate] | None = None,
+) -> ModelRun:
+    """The ceiling (unless shared) and end to end; then, when the step ran with XLA, the same
+    step without it, briefly, so the report can say if that is much faster here."""
+    measured = measure_model(
+        train.step,
+        batches,
+        setup,
+        options.seconds,
+        options.cap_seconds,
+        progress,
+        ceiling=shared[1] if shared else None,
+    )
+    if not shared:
+        with progress.phase("without XLA") as tick:
+            measured.without_xla_ms = time_without_xla(train, measured.resident)
+            tick(1)
+    return measured
+
+
+def make_report(
+    options: BenchOptions,
+    setup: DeviceSetup,
+    train: TrainStep,
+    alone: PipelineRate,
+    measured: ModelRun,
+    **fields: Any,
+) -> BenchReport:
+    """A BenchReport of what both kinds of run measure, with the fields that tell them apart;
+    a step's note (no XLA) joins the notes, and the advice follows from the whole."""
+    note = getattr(train.step, "note", None)
+    report = BenchReport(
+        model=train.name,
+        accumulate=options.accumulate,
+        device=setup,
+        pipeline=alone,
+        ceiling=measured.ceiling,
+        end_to_end=measured.end_to_end,
+        gpu_utilization=measured.monitor.utilization,
+        gpu_note=measured.monitor.unavailable,
+        seconds=options.seconds,
+        run=train.settings(measured.without_xla_ms, measured.compile_s),
+        **{**fields, "notes": (*fields.get("notes", ()), *([note] if note else []))},
+    )
+    return replace(report, advice=advice_for(report))
+
+
+def first_shape(batch: Any) -> tuple[int, ...]:
+    """The first feature's shape in a batch (images, or text's input_ids)."""
+    import tensorflow as tf
+
+    features = batch[0] if isinstance(batch, tuple) else batch
+    first = features["input_ids"] if isinstance(features, dict) else features
+    return tuple(int(d) for d in tf.shape(first).numpy())
