@@ -138,3 +138,15 @@ def test_bench_resume_smoke(tmp_path: Path, capsys) -> None:
     assert row.batches == 3 and 0 < row.state_bytes < 64 * 1024
     assert row.iterator_bytes > row.state_bytes and row.restart_s > 0
     assert "resume cost at 50%" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_bench_fidelity_smoke(tmp_path: Path, capsys) -> None:
+    bench = load("bench_fidelity")
+    rows = bench.main(
+        ["--models", "tiny", "--compiles", "false", "--size", "16", "--batch", "8", "--steps",
+         "5", "--seconds", "0.3", "--rounds", "1", "--data", str(tmp_path)]
+    )  # fmt: skip
+    (row,) = rows
+    assert row.keras_examples_per_s > 0 and row.bench_examples_per_s > 0
+    assert not row.xla_ran and row.bench_xla_reason == "the model's jit_compile=False"
+    assert "rows within 0.85-1.15:" in capsys.readouterr().out.splitlines()[-1]
