@@ -196,8 +196,8 @@ def test_accumulated_gradients_equal_one_big_batch_and_the_step_trains() -> None
     features = {"input_ids": ids, "attention_mask": tf.ones_like(ids)}
     labels = tf.constant([0, 1] * 4)
     work = build_workload("text", "small", setup, num_classes=2, vocab_size=50, max_length=12)
-    whole = tf.function(lambda: compute_gradients(work, features, labels, 1))
-    split = tf.function(lambda: compute_gradients(work, features, labels, 4))
+    whole = tf.function(lambda: compute_gradients(work, features, labels, 1), jit_compile=True)
+    split = tf.function(lambda: compute_gradients(work, features, labels, 4), jit_compile=True)
     (loss1, grads1), (loss4, grads4) = whole(), split()
     assert float(loss1) == pytest.approx(float(loss4), rel=1e-5)
     for a, b in zip(grads1, grads4, strict=True):

@@ -28,20 +28,25 @@ def contention(report: BenchReport) -> float | None:
 
 
 def advice_for(report: BenchReport) -> tuple[str, ...]:
-    """One line each: what to change. Capacity is advised only when the capacity plan needs
-    at least a core more than the pipeline has."""
+    """One line each: what to change. More cores or service workers are advised only when the
+    capacity plan needs them (a core or more, or more workers than served); when the pipeline
+    alone runs far above the ceiling, the line says where the wait comes from instead."""
     plan, p, c = report.capacity, report.pipeline, report.ceiling
     headroom = p.examples_per_s / c.examples_per_s if c.examples_per_s else 0.0
-    ample = plan.cores_needed < 1 or headroom >= HEADROOM
+    more_workers = bool(plan.service_workers) and (
+        (plan.service_workers_needed or 0) > (plan.service_workers or 0)
+    )
+    enough = plan.cores_needed < 1 and not more_workers
     lines: list[str] = []
     for line in report.ablation.advice if report.ablation else ():
-        if ample and line.startswith("no single stage dominates"):
+        if enough and line.startswith("no single stage dominates"):
             continue  # "add cores" beside a plan of a fraction of a core: the wait is elsewhere
-        if ample:
+        if enough:
             for clause in MORE_CAPACITY:
                 line = line.replace(f", or {clause}", "").replace(f" or {clause}", "")
         lines.append(line)
-    if report.input_share >= SATURATED_SHARE and ample and report.verdict != "uncertain":
+    bound = report.input_share >= SATURATED_SHARE and report.verdict != "uncertain"
+    if bound and headroom >= HEADROOM:
         lines.append(_wait_source(report, headroom))
     return tuple(lines)
 

@@ -124,7 +124,8 @@ def _resolve(
     shape: DatasetShape | None,
     batch_size: int,
 ) -> PipelineSpec:
-    resolved = bench_spec(
+    """bench_spec with the run's options."""
+    return bench_spec(
         data_dir,
         split=options.split,
         batch_size=batch_size,
@@ -134,7 +135,6 @@ def _resolve(
         fit=fit,
         yours=shape,
     )
-    return resolved
 
 
 # Options that only a feedgpu pipeline can take, and how to tell they were given.
@@ -148,14 +148,11 @@ _FEEDGPU_ONLY: dict[str, Callable[[BenchOptions], bool]] = {
 }
 
 
-def _ran_with(spec: PipelineSpec) -> dict[str, Any]:
+def _ran_with(spec: PipelineSpec, pack_length: int | None) -> dict[str, Any]:
+    """What the batches were, as a side by side compares them."""
     if spec.kind == "image":
         return {"image_size": spec.image_size, "dtype": spec.dtype, "batch_size": spec.batch_size}
-    return {
-        "max_length": spec.max_length,
-        "text_mode": spec.text_mode,
-        "batch_size": spec.batch_size,
-    }
+    return {"max_length": pack_length or spec.max_length, "batch_size": spec.batch_size}
 
 
 def _bench_feedgpu(
@@ -236,5 +233,5 @@ def _bench_feedgpu(
         ),
         spec=(ablation.best_spec if ablation else spec).with_changes(repeat=asked.repeat),
         profile_dir=options.profile_dir,
-        ran_with=_ran_with(spec),
+        ran_with=_ran_with(spec, manifest.pack_length),
     )

@@ -70,10 +70,11 @@ def render_report(report: BenchReport) -> str:
             )
     low, high = report.verdict_range
     if report.verdict == "uncertain":
-        if report.measurement_problem:
+        reason = report.uncertain_reason
+        if reason and reason == report.measurement_problem:  # told in full on its own line
             why = "end to end ran faster than the compute ceiling"
-        elif report.uncertain_reason:
-            why = report.uncertain_reason
+        elif reason:
+            why = reason
         else:
             why = (
                 f"it ranged {_range(e.share_spread, '.1%')} over the rounds, from {low} to "
@@ -92,7 +93,8 @@ def render_report(report: BenchReport) -> str:
     if report.measurement_problem:
         lines.append(f"measurement problem: {report.measurement_problem}")
     compute_ms = e.step_ms_median - e.wait_ms_median
-    if contention(report) and not report.measurement_problem:
+    slower = contention(report)
+    if slower and not report.measurement_problem:
         # Said so as not to contradict an input-bound verdict: then it is the rest of the gap.
         lead = (
             "the gap to the ceiling is not input wait"
@@ -102,7 +104,7 @@ def render_report(report: BenchReport) -> str:
         )
         lines.append(
             f"note: {lead}: steps compute "
-            f"{compute_ms / c.step_ms_median:.2f}x slower end to end ({compute_ms:.0f} vs "
+            f"{slower:.2f}x slower end to end ({compute_ms:.0f} vs "
             f"{c.step_ms_median:.0f} ms) because the pipeline competes with the model for the host"
             + (" (expected on a CPU-only host)" if device.device_type == "CPU" else "")
         )
@@ -177,8 +179,8 @@ def render_report(report: BenchReport) -> str:
             lines.append(
                 f"note: the first step compiled in {report.run.compile_s:.0f} s (not timed)"
             )
-        slower = xla_note(report.run, c.step_ms_median)
-        if slower:
-            lines.append(f"note: {slower}")
+        other = xla_note(report.run, c.step_ms_median)
+        if other:
+            lines.append(f"note: {other}")
     lines.extend(f"note: {note}" for note in (*report.notes, *device.notes))
     return "\n".join(lines)

@@ -24,6 +24,8 @@ from feedgpu.pipeline.spec import PipelineSpec
 SATURATED_SHARE = 0.05  # the TF Profiler's input-bound thresholds
 HIGHLY_SHARE = 0.20
 MIN_STEPS = 20  # timed steps a phase needs (time allowing) before its verdict is told
+# End to end this far above the ceiling means the phases met different conditions.
+BEYOND_CEILING = 1.10
 
 
 @dataclass(frozen=True)
@@ -52,11 +54,11 @@ class StepRate:
     """The model consuming batches (the ceiling: resident batches; end to end: the pipeline).
 
     Attributes:
-        examples_per_s: examples over the total of timed step times.
+        examples_per_s: the median over the rounds of examples over their timed step time.
         step_ms_median: median step time (input wait included).
         step_ms_p90: 90th percentile step time.
         wait_ms_median: median time blocked waiting for a batch.
-        input_share: input wait over step time, summed over the timed steps.
+        input_share: the median over the rounds of their input wait over step time.
         num_steps: timed steps.
         total_s: the timed steps' total time (input wait included).
         warmup_steps: untimed steps (first steps and compiling shapes).
@@ -260,7 +262,15 @@ class BenchReport:
                 f"{' and '.join(short)} (fewer than {MIN_STEPS}): raise --max-seconds or "
                 "lower --batch-size"
             )
-        return self.measurement_problem
+        if self.measurement_problem:
+            return self.measurement_problem
+        if self.fraction_of_ceiling > BEYOND_CEILING:
+            return (
+                f"end to end ran at {self.fraction_of_ceiling:.0%} of the compute ceiling, which "
+                "it cannot beat: the two phases met different conditions (the machine's load, "
+                "their batches); rerun with more --seconds on a quieter machine"
+            )
+        return None
 
     @property
     def verdict_range(self) -> tuple[str, str]:

@@ -18,8 +18,7 @@ from feedgpu.bench.spread import ROUNDS, Spread
 from feedgpu.bench.steps import StepTimes, batch_size_of, time_steps
 from feedgpu.progress import progress_bar
 
-# MIN_STEPS: timed steps per phase at the least (time allowing: BenchOptions.max_seconds)
-LEAD_STEPS = 3  # untimed steps starting each end-to-end round (see alternate_rounds)
+LEAD_STEPS = 3  # untimed steps starting each round after the first (see alternate_rounds)
 
 
 class PhaseProgress:
@@ -92,6 +91,8 @@ def alternate_rounds(
 
     Each end-to-end round begins with LEAD_STEPS untimed steps: while the ceiling round ran,
     the pipeline filled its prefetch buffer, and those batches would come without waiting.
+    Each later ceiling round does too: the pipeline refills its buffers as it begins, on the
+    cores the model's step needs, and the ceiling is the model alone.
     Without resident batches only end to end runs (its ceiling measured elsewhere).
     """
     per_round = seconds / ROUNDS
@@ -102,10 +103,7 @@ def alternate_rounds(
     cycle = itertools.cycle(resident or [])
     with progress.phase("ceiling | e2e" if resident else "end to end") as tick:
         for r in range(ROUNDS):
-            for parts, source, warm in (
-                (ceiling, cycle, 2 if r == 0 else 0),
-                (together, batches, 2 if r == 0 else LEAD_STEPS),
-            ):
+            for parts, source in ((ceiling, cycle), (together, batches)):
                 if parts is ceiling and not resident:
                     continue
                 parts.append(
@@ -113,7 +111,8 @@ def alternate_rounds(
                         step,
                         source,
                         seconds=per_round,
-                        warmup_steps=warm,
+                        warmup_steps=2 if r == 0 else 0,
+                        lead_steps=0 if r == 0 else LEAD_STEPS,
                         min_steps=min_steps,
                         max_seconds=max_seconds / ROUNDS,
                         seen=seen,
@@ -133,7 +132,7 @@ class ModelRun:
     monitor: GpuMonitor
     resident: list[Any]
     compile_s: float
-    without_xla_ms: float | None = None  # the same step without XLA (set when it had XLA)
+    other_xla_ms: float | None = None  # the step compiled the other way (time_other_xla)
 
 
 def measure_model(
@@ -155,12 +154,13 @@ def measure_model(
     """
     import tensorflow as tf
 
-    # Resident batches: a few distinct ones, so bucketed text shows each shape it will meet.
-    resident = [next(batches) for _ in range(8)]
+    # Resident batches: a few distinct ones, so bucketed text shows each shape it will meet
+    # (and at least one call's worth for a model that trains several batches a call).
+    per_call = int(getattr(step, "batches_per_call", 1))
+    resident = [next(batches) for _ in range(max(8, per_call))]
     if setup.device_type == "GPU" and not setup.distributed:
         with tf.device("/gpu:0"):
             resident = [tf.nest.map_structure(tf.identity, b) for b in resident]
-    per_call = int(getattr(step, "batches_per_call", 1))
     first = resident[0] if per_call == 1 else tuple(resident[:per_call])
     with progress.phase("compiling (untimed)") as tick:
         t0 = time.perf_counter()

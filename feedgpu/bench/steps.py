@@ -220,6 +220,7 @@ def time_steps(
     min_steps: int = 0,
     max_seconds: float = float("inf"),
     seen: set[tuple[Any, ...]] | None = None,
+    lead_steps: int = 0,
 ) -> StepTimes:
     """Run `step` on batches from `batches` for about `seconds` (after warm-up), timing each.
 
@@ -234,6 +235,8 @@ def time_steps(
         min_steps: time at least this many steps, even past `seconds`...
         max_seconds: ...but stop timing after this long (`stopped_early` says so).
         seen: input shapes already compiled (shared by the rounds of a measurement).
+        lead_steps: untimed steps before anything else, not counted as warm-up either: they
+            let work the round began with (a pipeline refilling its buffers) settle.
     """
     times = StepTimes()
     seen = set() if seen is None else seen
@@ -260,9 +263,10 @@ def time_steps(
             break
         t1 = time.perf_counter()
         batch = group[0] if per_call == 1 else tuple(group)
-        signature = _signature(batch)
-        timed = times.warmup_steps >= warmup_steps and signature in seen
-        seen.add(signature)
+        # Each batch's own shape: a call compiles only for a shape it has not seen.
+        signatures = {_signature(b) for b in group}
+        timed = times.warmup_steps >= warmup_steps and signatures <= seen and lead_steps <= 0
+        seen |= signatures
         context = on_step(index) if timed and on_step else None
         if context is not None:
             with context:
@@ -270,6 +274,9 @@ def time_steps(
         else:
             loss = float(step(batch))
         t2 = time.perf_counter()
+        if lead_steps > 0:
+            lead_steps -= per_call
+            continue
         if not timed:
             times.warmup_steps += per_call
             continue

@@ -29,8 +29,10 @@ class StepSettings:
         xla_reason: why (the model's jit_compile, --xla, the built-in default, a fallback).
         policy: the Keras dtype policy it computed in.
         steps_per_execution: batches each call trained on (the model's, as model.fit runs).
-        without_xla_step_ms: the same step without XLA, median ms over a few resident batches
-            (measured when it ran with XLA).
+        other_xla_step_ms: the same step compiled the other way, median ms over a few
+            resident batches: without XLA when it ran with it; with XLA when it ran without, on
+            a GPU only (on a CPU-only host an XLA compile can take minutes, and Keras's own
+            "auto" keeps XLA off there).
         compile_s: the first step's time, compiling (not timed).
     """
 
@@ -38,7 +40,7 @@ class StepSettings:
     xla_reason: str
     policy: str
     steps_per_execution: int = 1
-    without_xla_step_ms: float | None = None
+    other_xla_step_ms: float | None = None
     compile_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -47,36 +49,36 @@ class StepSettings:
             "xla_reason": self.xla_reason,
             "policy": self.policy,
             "steps_per_execution": self.steps_per_execution,
-            "without_xla_step_ms": None
-            if self.without_xla_step_ms is None
-            else round(self.without_xla_step_ms, 3),
+            "other_xla_step_ms": None
+            if self.other_xla_step_ms is None
+            else round(self.other_xla_step_ms, 3),
             "compile_s": round(self.compile_s, 3),
         }
 
 
 @dataclass
 class TrainStep:
-    """A step to time, its model's name, and how to make it again without XLA."""
+    """A step to time, its model's name, and how to compile it the other way."""
 
     step: Any
     name: str
     policy: str
     xla_reason: str
-    without_xla: Any  # () -> a step like `step`, compiled without XLA
+    compiled_as: Any  # (xla: bool) -> a step like `step`, compiled with or without XLA
 
     @property
     def xla(self) -> bool:
         return bool(getattr(self.step, "xla", False))
 
     def settings(
-        self, without_xla_step_ms: float | None = None, compile_s: float = 0.0
+        self, other_xla_step_ms: float | None = None, compile_s: float = 0.0
     ) -> StepSettings:
         return StepSettings(
             xla=self.xla,
             xla_reason=getattr(self.step, "xla_reason", self.xla_reason),
             policy=self.policy,
             steps_per_execution=int(getattr(self.step, "batches_per_call", 1)),
-            without_xla_step_ms=without_xla_step_ms,
+            other_xla_step_ms=other_xla_step_ms,
             compile_s=compile_s,
         )
 
@@ -108,7 +110,7 @@ def train_step_for(
         assert fit is not None
         step = make_model_step(model, fit, setup)
         policy = str(getattr(getattr(model, "dtype_policy", None), "name", setup.precision))
-        return TrainStep(step, f"{model.name} (yours)", policy, step.xla_reason, step.without_xla)
+        return TrainStep(step, f"{model.name} (yours)", policy, step.xla_reason, step.compiled_as)
     workload = build_workload(kind, size, setup, **shape)
     reason = {"on": "--xla on", "off": "--xla off"}.get(setup.xla_rule, "built-in model")
 
@@ -122,16 +124,16 @@ def train_step_for(
         workload.name,
         setup.precision,
         reason,
-        lambda: built(False, "compared"),
+        lambda xla: built(xla, "compared"),
     )
 
 
-def time_without_xla(train: TrainStep, resident: list[Any]) -> float | None:
-    """The step without XLA on the resident batches: median ms a step (None if it ran
-    without XLA already)."""
-    if not train.xla:
+def time_other_xla(train: TrainStep, resident: list[Any], device_type: str) -> float | None:
+    """The step compiled the other way on the resident batches: median ms a step (None when
+    not measured: see StepSettings.other_xla_step_ms)."""
+    if not train.xla and device_type != "GPU":
         return None
-    other = train.without_xla()
+    other = train.compiled_as(not train.xla)
     per_call = int(getattr(other, "batches_per_call", 1))
 
     def call(i: int) -> None:
@@ -148,14 +150,19 @@ def time_without_xla(train: TrainStep, resident: list[Any]) -> float | None:
 
 
 def xla_note(settings: StepSettings, ceiling_step_ms: float) -> str | None:
-    """One line when the step without XLA was much faster here than with it."""
-    other = settings.without_xla_step_ms
-    if not settings.xla or not other or not ceiling_step_ms:
+    """One line when the step compiled the other way was much faster here."""
+    other = settings.other_xla_step_ms
+    if not other or not ceiling_step_ms or ceiling_step_ms < XLA_NOTE_RATIO * other:
         return None
-    if ceiling_step_ms < XLA_NOTE_RATIO * other:
-        return None
+    ratio = ceiling_step_ms / other
+    if settings.xla:
+        return (
+            f"XLA makes this step slower here: {ceiling_step_ms:.0f} ms a step with it, "
+            f"{other:.0f} ms without ({ratio:.1f}x); measure with --xla off, or compile the "
+            "model with jit_compile=False (Keras's 'auto' does on CPU-only hosts)"
+        )
     return (
-        f"XLA makes this step slower here: {ceiling_step_ms:.0f} ms a step with it, "
-        f"{other:.0f} ms without ({ceiling_step_ms / other:.1f}x); measure with --xla off, or "
-        "compile the model with jit_compile=False (Keras's 'auto' does on CPU-only hosts)"
+        f"XLA would make this step faster here: {ceiling_step_ms:.0f} ms a step without it, "
+        f"{other:.0f} ms with ({ratio:.1f}x); measure with --xla on, or compile the model with "
+        "jit_compile=True"
     )

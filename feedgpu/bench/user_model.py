@@ -153,9 +153,7 @@ def _describe(inputs: list[Any]) -> str:
 def model_xla(model: Any, setup: DeviceSetup) -> tuple[bool, str]:
     """Whether the model's train step compiles with XLA here, and why: as `model.fit` would
     run it (the model's own `jit_compile`, which Keras resolved when it was compiled and keeps
-    when saved), unless `--xla on|off` says otherwise."""
-    if setup.distributed:
-        return False, "under tf.distribute, as Keras runs it"
+    when saved; "auto" resolved off under tf.distribute), unless `--xla on|off` says otherwise."""
     if setup.xla_rule in ("on", "off"):
         return setup.xla_rule == "on", f"--xla {setup.xla_rule}"
     own = bool(getattr(model, "jit_compile", False))
@@ -252,6 +250,6 @@ class FallbackStep:
             self.compiled = self._compile(False)
             return self.compiled(batch)
 
-    def without_xla(self) -> FallbackStep:
-        """The same step compiled without XLA (to compare the two on this host)."""
-        return FallbackStep(self.fn, False, "compared", self.batches_per_call)
+    def compiled_as(self, xla: bool) -> FallbackStep:
+        """The same step compiled with or without XLA (to compare the two on this host)."""
+        return FallbackStep(self.fn, xla, "compared", self.batches_per_call)

@@ -329,5 +329,7 @@ class PipelineSpec:
         return "\n".join(lines)
 
     def with_changes(self, **changes: Any) -> PipelineSpec:
-        """A copy with some fields changed (validated again)."""
-        return replace(self, **changes)
+        """A copy with some fields changed (validated again); a changed field is no longer an
+        automatic choice, so it loses its reason (and a saved spec keeps it)."""
+        kept = tuple((name, why) for name, why in self.reasons if name not in changes)
+        return replace(self, **{"reasons": kept, **changes})
