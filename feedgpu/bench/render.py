@@ -135,45 +135,12 @@ def render_report(report: BenchReport) -> str:
     elif device.device_type == "GPU":
         lines.append(f"GPU utilisation: not sampled ({report.gpu_note})")
     if report.ablation:
-        a = report.ablation
-        lines.append("ablation (pipeline alone; each stage made free in turn):")
-        lines.append(
-            f"  {'baseline':<22}{a.baseline_examples_per_s:>12.1f}"
-            f"{_range(a.baseline_spread, '.0f'):>17}"
-        )
-        for row in a.rows:
-            effect = "  no measurable effect (inside the baseline's spread)"
-            if row.measurable:
-                effect = f"  {row.speedup:>5.2f}x" + (
-                    f"  saves {row.saved_ms_per_example:.3f} ms/example"
-                    if row.saved_ms_per_example is not None
-                    else ""
-                )
-            lines.append(
-                f"  {row.variant:<22}{row.examples_per_s:>12.1f}{_range(row.spread, '.0f'):>17}"
-                + effect
-            )
+        lines += _ablation_lines(report)
     lines.extend(f"to change: {line}" for line in report.advice)
     if report.profile_dir:
         lines.append(f"profile: tensorboard --logdir {report.profile_dir} (Profile tab)")
     if report.compared:
-        o = report.compared
-        lines.append(
-            f"side by side on {report.model}, one compute ceiling {c.examples_per_s:,.0f} "
-            f"examples/s ({_range(c.spread, ',.0f')}), both at {_batches(report.ran_with)}:"
-        )
-        lines.append(
-            f"  {report.data_dir}: {e.examples_per_s:,.0f} examples/s "
-            f"({_range(e.spread, ',.0f')}), {report.verdict} ({report.input_share:.0%}); "
-            f"pipeline alone {p.examples_per_s:,.0f}"
-        )
-        lines.append(
-            f"  feedgpu's on {o.data_dir}: {o.examples_per_s:,.0f} examples/s "
-            f"({_range(o.spread, ',.0f')}), {o.verdict} ({o.input_share:.0%}); "
-            f"pipeline alone {o.pipeline_examples_per_s:,.0f}"
-        )
-        if o.ran_with != report.ran_with:
-            lines.append(f"  (feedgpu's batches: {_batches(o.ran_with)})")
+        lines += _side_by_side_lines(report)
     if report.run:
         if report.run.compile_s >= 1:
             lines.append(
@@ -184,3 +151,53 @@ def render_report(report: BenchReport) -> str:
             lines.append(f"note: {other}")
     lines.extend(f"note: {note}" for note in (*report.notes, *device.notes))
     return "\n".join(lines)
+
+
+def _ablation_lines(report: BenchReport) -> list[str]:
+    """The ablation's rows: each stage made free, each setting tried."""
+    a = report.ablation
+    assert a is not None
+    lines: list[str] = []
+    lines.append("ablation (pipeline alone; each stage made free in turn):")
+    lines.append(
+        f"  {'baseline':<22}{a.baseline_examples_per_s:>12.1f}"
+        f"{_range(a.baseline_spread, '.0f'):>17}"
+    )
+    for row in a.rows:
+        effect = "  no measurable effect (inside the baseline's spread)"
+        if row.measurable:
+            effect = f"  {row.speedup:>5.2f}x" + (
+                f"  saves {row.saved_ms_per_example:.3f} ms/example"
+                if row.saved_ms_per_example is not None
+                else ""
+            )
+        lines.append(
+            f"  {row.variant:<22}{row.examples_per_s:>12.1f}{_range(row.spread, '.0f'):>17}"
+            + effect
+        )
+    return lines
+
+
+def _side_by_side_lines(report: BenchReport) -> list[str]:
+    """The user's pipeline and feedgpu's, against the one ceiling they share."""
+    c, e, p = report.ceiling, report.end_to_end, report.pipeline
+    o = report.compared
+    assert o is not None
+    lines: list[str] = []
+    lines.append(
+        f"side by side on {report.model}, one compute ceiling {c.examples_per_s:,.0f} "
+        f"examples/s ({_range(c.spread, ',.0f')}), both at {_batches(report.ran_with)}:"
+    )
+    lines.append(
+        f"  {report.data_dir}: {e.examples_per_s:,.0f} examples/s "
+        f"({_range(e.spread, ',.0f')}), {report.verdict} ({report.input_share:.0%}); "
+        f"pipeline alone {p.examples_per_s:,.0f}"
+    )
+    lines.append(
+        f"  feedgpu's on {o.data_dir}: {o.examples_per_s:,.0f} examples/s "
+        f"({_range(o.spread, ',.0f')}), {o.verdict} ({o.input_share:.0%}); "
+        f"pipeline alone {o.pipeline_examples_per_s:,.0f}"
+    )
+    if o.ran_with != report.ran_with:
+        lines.append(f"  (feedgpu's batches: {_batches(o.ran_with)})")
+    return lines

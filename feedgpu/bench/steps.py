@@ -159,6 +159,13 @@ class StepTimes:
         whole.losses = [losses[0][0], losses[-1][-1]] if losses else []
         return whole
 
+    def add_call(self, waits: list[float], compute_s: float, examples: int) -> None:
+        """One timed call: a step, or an execution of several (each batch its own wait, the
+        call's compute time shared out among them)."""
+        self.wait_s += waits
+        self.compute_s += [compute_s / len(waits)] * len(waits)
+        self.examples += examples
+
     @property
     def total_s(self) -> float:
         return sum(self.wait_s) + sum(self.compute_s)
@@ -230,18 +237,15 @@ def time_steps(
 
     Args:
         warmup_steps: untimed steps first (also when their shapes were seen).
-        on_step: called with each timed step's index before it runs (e.g. a profiler trace);
-            the returned context manager, if any, wraps the step.
+        on_step: given each timed step's index, returns a context (a profiler trace) or None.
         min_steps: time at least this many steps, even past `seconds`...
         max_seconds: ...but stop timing after this long (`stopped_early` says so).
         seen: input shapes already compiled (shared by the rounds of a measurement).
-        lead_steps: untimed steps before anything else, not counted as warm-up either: they
-            let work the round began with (a pipeline refilling its buffers) settle.
+        lead_steps: untimed, uncounted steps first (a pipeline refilling its buffers settles).
     """
     times = StepTimes()
     seen = set() if seen is None else seen
-    # Steps that run several batches a call (a model's steps_per_execution) take them together.
-    per_call = int(getattr(step, "batches_per_call", 1))
+    per_call = int(getattr(step, "batches_per_call", 1))  # a model's steps_per_execution
     start = None
     began = time.perf_counter()
     index = 0
@@ -263,8 +267,8 @@ def time_steps(
             break
         t1 = time.perf_counter()
         batch = group[0] if per_call == 1 else tuple(group)
-        # Each batch's own shape: a call compiles only for a shape it has not seen.
         signatures = {_signature(b) for b in group}
+        # a call compiles only for a batch shape it has not seen
         timed = times.warmup_steps >= warmup_steps and signatures <= seen and lead_steps <= 0
         seen |= signatures
         context = on_step(index) if timed and on_step else None
@@ -282,10 +286,7 @@ def time_steps(
             continue
         if start is None:
             start = t0
-        # An execution of several steps: each its own wait, the call's time shared out.
-        times.wait_s += waits
-        times.compute_s += [(t2 - t1) / per_call] * per_call
-        times.examples += sum(batch_size_of(b) for b in group)
+        times.add_call(waits, t2 - t1, sum(batch_size_of(b) for b in group))
         if not times.losses:
             times.losses.append(loss)
         index += per_call
