@@ -61,7 +61,6 @@ def bench_spec(
     """
     manifest = read_manifest(data_dir)
     asked = dict(overrides or {})
-    check_applies(asked, data_dir, manifest.kind, manifest.pack_length)
     needs: list[tuple[str, dict[str, Any]]] = []
     if fit is not None:
         needs.append(("the model takes", dict(fit.overrides)))

@@ -83,9 +83,9 @@ def bench_input(
         )
     model = load_user_model(options.model, setup) if is_user_model(options.model) else None
     progress = PhaseProgress(options.quiet)
+    fit = _fit(model, read_manifest(data_dir)) if data_dir is not None else None
     if dataset is None:
         assert data_dir is not None
-        fit = _fit(model, read_manifest(data_dir))
         resolved = _resolve(data_dir, options, spec, fit, None, options.batch_size)
         return _bench_feedgpu(resolved, options, setup, model, fit, progress)
     refused = [name for name, given in _FEEDGPU_ONLY.items() if given(options)]
@@ -98,7 +98,6 @@ def bench_input(
     if data_dir is None:
         return yours
     # feedgpu's pipeline built to the user's batches, on the same step, against the same ceiling
-    fit = _fit(model, read_manifest(data_dir)) if model is not None else None
     resolved = _resolve(data_dir, options, spec, fit, shape, yours.batch_size)
     ours = _bench_feedgpu(
         resolved,

@@ -60,24 +60,23 @@ class StepSettings:
 class TrainStep:
     """A step to time, its model's name, and how to compile it the other way."""
 
-    step: Any
+    step: Any  # with .xla, .xla_reason and .batches_per_call (FallbackStep, _BuiltinStep)
     name: str
     policy: str
-    xla_reason: str
     compiled_as: Any  # (xla: bool) -> a step like `step`, compiled with or without XLA
 
     @property
     def xla(self) -> bool:
-        return bool(getattr(self.step, "xla", False))
+        return bool(self.step.xla)
 
     def settings(
         self, other_xla_step_ms: float | None = None, compile_s: float = 0.0
     ) -> StepSettings:
         return StepSettings(
             xla=self.xla,
-            xla_reason=getattr(self.step, "xla_reason", self.xla_reason),
+            xla_reason=self.step.xla_reason,
             policy=self.policy,
-            steps_per_execution=int(getattr(self.step, "batches_per_call", 1)),
+            steps_per_execution=int(self.step.batches_per_call),
             other_xla_step_ms=other_xla_step_ms,
             compile_s=compile_s,
         )
@@ -110,7 +109,7 @@ def train_step_for(
         assert fit is not None
         step = make_model_step(model, fit, setup)
         policy = str(getattr(getattr(model, "dtype_policy", None), "name", setup.precision))
-        return TrainStep(step, f"{model.name} (yours)", policy, step.xla_reason, step.compiled_as)
+        return TrainStep(step, f"{model.name} (yours)", policy, step.compiled_as)
     workload = build_workload(kind, size, setup, **shape)
     reason = {"on": "--xla on", "off": "--xla off"}.get(setup.xla_rule, "built-in model")
 
@@ -120,11 +119,7 @@ def train_step_for(
         )
 
     return TrainStep(
-        built(setup.xla, reason),
-        workload.name,
-        setup.precision,
-        reason,
-        lambda xla: built(xla, "compared"),
+        built(setup.xla, reason), workload.name, setup.precision, lambda x: built(x, "compared")
     )
 
 
