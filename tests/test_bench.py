@@ -49,6 +49,10 @@ def run_json(code: str, *args: str, env: dict[str, str] | None = None, timeout: 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+# The tests reading cpu_host run on one xdist worker, so its child runs once, not once a worker.
+ONE_CHILD = pytest.mark.xdist_group("cpu_host")
+
+
 # Small images and a memory cache: the pipeline's own cost is small next to the model's.
 QUICK = {"seconds": 2.0, "ablation_seconds": 1.0, "quiet": True}
 SMALL = {"image_size": (32, 32), "cache": "memory"}
@@ -116,6 +120,7 @@ out = {"set_up": {"first": first.to_json(), "forced": forced.to_json(), "auto": 
 """
 
 
+@ONE_CHILD
 def test_without_a_gpu_set_up_degrades_to_one_cpu_replica(cpu_host: dict[str, Any]) -> None:
     """The no-GPU path, with the GPUs hidden: set up first thing in a fresh process."""
     info = cpu_host["set_up"]
@@ -256,6 +261,7 @@ def cpu_host(images: str) -> dict[str, Any]:
     return result
 
 
+@ONE_CHILD
 def test_fast_pipeline_and_heavy_model_is_not_input_bound(cpu_host: dict[str, Any]) -> None:
     report, text = cpu_host["heavy"]["json"], cpu_host["heavy"]["text"]
     jsonschema.validate(report, BENCH_REPORT_SCHEMA)
@@ -268,6 +274,7 @@ def test_fast_pipeline_and_heavy_model_is_not_input_bound(cpu_host: dict[str, An
     assert report["end_to_end"]["loss_last"] is not None
 
 
+@ONE_CHILD
 def test_an_injected_stall_is_measured_as_input_wait(cpu_host: dict[str, Any]) -> None:
     stalled, text = cpu_host["stalled"]["json"], cpu_host["stalled"]["text"]
     delay = cpu_host["stall_delay_s"]
@@ -277,6 +284,7 @@ def test_an_injected_stall_is_measured_as_input_wait(cpu_host: dict[str, Any]) -
     assert e["wait_ms_median"] >= 1000 * delay  # a sleep lasts at least its length
 
 
+@ONE_CHILD
 def test_ablation_names_the_stage_a_delay_was_injected_into(cpu_host: dict[str, Any]) -> None:
     report, text = cpu_host["decode"]["json"], cpu_host["decode"]["text"]
     assert report["verdict"] != "saturated", text
