@@ -58,7 +58,7 @@ QUICK = {"seconds": 2.0, "ablation_seconds": 1.0, "quiet": True}
 SMALL = {"image_size": (32, 32), "cache": "memory"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # kept for the worker's life: see ONE_CHILD
 def images(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = tmp_path_factory.mktemp("bench")
     write_sample_images(
@@ -254,7 +254,7 @@ print(json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # a module fixture is made again when a worker comes back
 def cpu_host(images: str) -> dict[str, Any]:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     result: dict[str, Any] = run_json(NO_GPU_SET_UP + CPU_VERDICTS, images, env=env, timeout=900)

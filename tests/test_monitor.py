@@ -15,15 +15,17 @@ import tensorflow as tf
 
 import feedgpu
 
-# Per batch. The model's step computes in ~1-3 ms on a quiet host, ~25 ms on a loaded one (where
+# Per batch. The model's step computes in ~3-5 ms on a quiet host, ~25 ms on a loaded one (where
 # 0.03 s once read as 19% input wait): 0.1 s keeps the verdicts on a machine twice as loaded.
 STALL_S = 0.1
 
 
 def _model(steps_per_execution: int = 1) -> keras.Model:
-    model = keras.Sequential(
-        [keras.Input((16,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(4)]
-    )
+    # ~100 MFLOP a step: a resident batch's hand-over (~0.5 ms on a loaded host) stays a small
+    # share of it. With one 64-wide layer (1.2 ms steps) it read 38% input wait beside another
+    # test process.
+    dense = [keras.layers.Dense(1024, activation="relu") for _ in range(2)]
+    model = keras.Sequential([keras.Input((16,)), *dense, keras.layers.Dense(4)])
     model.compile(
         "sgd",
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
