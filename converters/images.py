@@ -238,23 +238,11 @@ def plan_image_dataset(
     labelled: list[tuple[str, SourceFile, str]] = []
     extra_fingerprint = b""
     if labels_file:
-        from feedgpu.converters.labels import read_label_file
+        from feedgpu.converters.labels import labels_from_file
 
-        label_of = read_label_file(labels_file, src, path_column, label_column)
-        with open(labels_file, "rb") as labels_stream:
-            extra_fingerprint = labels_stream.read()
-        present = {f.rel for f in files}
-        for split, _, f in placed:
-            if f.rel in label_of:
-                labelled.append((split or "train", f, label_of[f.rel]))
-            else:
-                skips.append(
-                    Skip(f.rel, "no label", f"not listed in {os.path.basename(labels_file)}")
-                )
-        skips += [
-            Skip(rel, "missing file", f"listed in {os.path.basename(labels_file)}")
-            for rel in sorted(set(label_of) - present)
-        ]
+        labelled, skips, extra_fingerprint = labels_from_file(
+            labels_file, src, placed, skips, path_column, label_column
+        )
     else:
         for split, below, f in placed:
             if "/" not in below or not split:
@@ -326,6 +314,7 @@ def convert_images(
     workers: int | None = None,
     strict: bool = False,
     overwrite: bool = False,
+    allow_skips: bool = False,
     quiet: bool = False,
     runner: str = "local",
     beam_options: str | None = None,
@@ -334,9 +323,11 @@ def convert_images(
 
     Re-running after a crash finishes the job; re-running on a finished dataset is a no-op.
     runner="beam" writes the same shards, byte for byte, as an Apache Beam pipeline
-    (beam_options: Beam's flags, DirectRunner by default).
+    (beam_options: Beam's flags, DirectRunner by default). A run that skipped more images
+    for one reason than it kept raises InputError unless allow_skips (see `check_kept`).
     """
     check_runner(runner)
+    storage.ensure_output_dir(out_dir)
     options = options or ImageOptions()
     processor = ImageProcessor(options)
     if src.startswith("ram://"):  # TensorFlow's in-memory file system: this process only
@@ -369,5 +360,11 @@ def convert_images(
             strict=strict,
         )
         return write_dataset(
-            plan, shard_runner, overwrite=overwrite, quiet=quiet, unit="img", started=started
+            plan,
+            shard_runner,
+            overwrite=overwrite,
+            allow_skips=allow_skips,
+            quiet=quiet,
+            unit="img",
+            started=started,
         )

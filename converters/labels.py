@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
 import posixpath
+from typing import Any
 
+from feedgpu.convert.plan import Skip
+from feedgpu.converters.listing import SourceFile
 from feedgpu.errors import UsageError
 
 PATH_COLUMNS = ("path", "file", "filename", "file_name", "image", "image_path", "filepath")
+logger = logging.getLogger(__name__)
+
 LABEL_COLUMNS = ("label", "class", "category", "class_name", "label_name")
 
 
@@ -27,6 +33,23 @@ def _pick(
     raise UsageError(
         f"{file}: cannot tell which column holds the {what} (columns: {', '.join(columns)}); "
         f"name it with --{what}-column"
+    )
+
+
+def _class_column(file: str, rows: list[dict[str, Any]], candidates: list[str], pcol: str) -> str:
+    """The one column besides the path whose values repeat as classes do (at most one distinct
+    value per two rows, at least two): `species` beside a free-text `notes`. Otherwise a
+    UsageError that lists what was seen and names the flag."""
+    distinct = {c: len({str(r.get(c) or "").strip() for r in rows} - {""}) for c in candidates}
+    classes = [c for c in candidates if 2 <= distinct[c] <= len(rows) / 2]
+    if len(classes) == 1:
+        logger.info("labels from column %r of %s (--label-column picks another)", classes[0], file)
+        return classes[0]
+    seen = ", ".join(f"{c} ({distinct[c]} distinct)" for c in candidates) or "none"
+    example = f" {classes[0]}" if classes else " NAME"
+    raise UsageError(
+        f"{file}: cannot tell which column holds the label (path column {pcol!r}; others, of "
+        f"{len(rows)} rows: {seen}); name it with --label-column{example}"
     )
 
 
@@ -72,7 +95,12 @@ def read_label_file(
     if not rows:
         raise UsageError(f"label file {file} has no rows")
     pcol = _pick(columns, path_column, PATH_COLUMNS, "path", file)
-    lcol = _pick(columns, label_column, LABEL_COLUMNS, "label", file)
+    try:
+        lcol = _pick(columns, label_column, LABEL_COLUMNS, "label", file)
+    except UsageError:
+        if label_column:
+            raise
+        lcol = _class_column(file, [r for _, r in rows], [c for c in columns if c != pcol], pcol)
     labels: dict[str, str] = {}
     for number, row in rows:
         path, label = row.get(pcol), row.get(lcol)
@@ -86,3 +114,36 @@ def read_label_file(
             )
         labels[rel] = label
     return labels
+
+
+def labels_from_file(
+    labels_file: str,
+    src: str,
+    placed: list[tuple[str, str, SourceFile]],
+    skips: list[Skip],
+    path_column: str | None,
+    label_column: str | None,
+) -> tuple[list[tuple[str, SourceFile, str]], list[Skip], bytes]:
+    """(split, file, label) of each listed file, the skips with the unlabelled and missing ones,
+    and the label file's bytes (part of the inputs' fingerprint).
+
+    The label file inside SRC is not an input; a listed file skipped while listing (not an
+    image, unreadable) is counted under that reason once, not again as missing.
+    """
+    label_of = read_label_file(labels_file, src, path_column, label_column)
+    with open(labels_file, "rb") as stream:
+        content = stream.read()
+    itself = normalize_rel(os.path.abspath(labels_file), os.path.abspath(src))
+    skips = [s for s in skips if s.path != itself]
+    present = {f.rel for _, _, f in placed} | {s.path for s in skips}
+    name = os.path.basename(labels_file)
+    labelled = []
+    for split, _, f in placed:
+        if f.rel in label_of:
+            labelled.append((split or "train", f, label_of[f.rel]))
+        else:
+            skips.append(Skip(f.rel, "no label", f"not listed in {name}"))
+    skips += [
+        Skip(rel, "missing file", f"listed in {name}") for rel in sorted(set(label_of) - present)
+    ]
+    return labelled, skips, content

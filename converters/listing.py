@@ -58,7 +58,8 @@ def walk_source(
     if storage.is_remote(src):
         return _walk_remote(src, accept, reject_reason)
     if not os.path.isdir(src):
-        raise UsageError(f"{src} is not a folder; give the folder that holds your data")
+        what = "is a file, not a folder" if os.path.exists(src) else "does not exist"
+        raise UsageError(f"{src} {what}; give the folder that holds your data")
     files: list[SourceFile] = []
     skips: list[Skip] = []
     root_stat = os.stat(src)

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
+from feedgpu import storage
 from feedgpu.convert.heap import heap_frozen
 from feedgpu.convert.plan import ShardTask, Skip, count_shards, default_workers
 from feedgpu.convert.run import (
@@ -159,6 +160,39 @@ def _sources(files: list[SourceFile], options: TextOptions) -> list[TextSource]:
     return sources
 
 
+@dataclass
+class _TrainSplit:
+    """The train split's documents, read anew on each iteration (a tokenizer trainer may read
+    them more than once), each pass with its own bar."""
+
+    sources: list[TextSource]
+    read: ReadOptions
+    fractions: dict[str, float]
+    quiet: bool
+    passes: int
+    documents: int = 0
+    _started: int = 0
+
+    def __iter__(self) -> Iterator[str]:
+        self._started += 1
+        of = f" ({self._started}/{self.passes})" if self.passes > 1 else ""
+        bar = None if self.quiet else progress_bar(desc=f"tokenizer: reading{of}", unit="doc")
+        count = 0
+        for s in self.sources:
+            for d in iter_documents(s.file, self.read):
+                if isinstance(d, Document) and (
+                    (s.split or hash_split(d.doc_id, self.fractions)) == "train"
+                ):
+                    count += 1
+                    if bar is not None and count % 256 == 0:
+                        bar.update(256)
+                    yield d.text
+        if bar is not None:
+            bar.update(count % 256)
+            bar.close()
+        self.documents = count
+
+
 def plan_text_dataset(
     src: str,
     out_dir: str,
@@ -197,33 +231,20 @@ def plan_text_dataset(
 
     spec = TokenizerSpec.parse(options.tokenizer, options.lowercase)
 
-    def training_texts() -> Iterator[str]:
-        bar = None if quiet else progress_bar(desc="tokenizer: reading", unit="doc")
-        count = 0
-        for s in sources:
-            for d in iter_documents(s.file, read):
-                if (
-                    isinstance(d, Document)
-                    and (s.split or hash_split(d.doc_id, fractions)) == "train"
-                ):
-                    count += 1
-                    if bar is not None and count % 256 == 0:
-                        bar.update(256)
-                    yield d.text
-        if bar is not None:
-            bar.update(count % 256)
-            bar.close()
-        logger.info(
-            "tokenizer: learning a %s vocabulary of %d from %d documents",
-            spec.model,
-            spec.vocab_size,
-            count,
-        )
-
     started = time.perf_counter()
-    tokenizer = load_tokenizer(
-        spec, training_texts() if spec.kind == "train" else (), progress=not quiet
-    )
+    if spec.kind == "train":
+        passes = 2 if spec.model == "wordpiece" else 1  # WordPiece: its alphabet, then pieces
+        split = _TrainSplit(sources, read, fractions, quiet=quiet, passes=passes)
+        tokenizer = load_tokenizer(spec, split)
+        logger.info(
+            "tokenizer: learned a %s vocabulary of %d (%d asked) from %d documents",
+            spec.model,
+            tokenizer.vocab_size,
+            spec.vocab_size,
+            split.documents,
+        )
+    else:
+        tokenizer = load_tokenizer(spec)
     tokenizer_s = time.perf_counter() - started
     name = fmt.sanitize_name(options.name or os.path.basename(os.path.abspath(src.split("*")[0])))
 
@@ -283,6 +304,7 @@ def plan_text_dataset(
         pad_id=pad_id,
         pad_token=pad_token,
         pad_choice=pad_choice,
+        vocab_size_asked=spec.vocab_size if spec.kind == "train" else None,
     )
     # Options that change the bytes; pad_id only when given, so that datasets converted
     # before it existed are recognised as the same on a re-run.
@@ -323,6 +345,7 @@ def convert_text(
     workers: int | None = None,
     strict: bool = False,
     overwrite: bool = False,
+    allow_skips: bool = False,
     quiet: bool = False,
     runner: str = "local",
     beam_options: str | None = None,
@@ -331,8 +354,11 @@ def convert_text(
 
     runner="beam" tokenizes the chunks and assembles the shards as Apache Beam pipelines
     (same bytes as the local run); the work folder must be shared by the Beam workers.
+    A run that skipped more inputs for one reason than it kept documents raises InputError
+    unless allow_skips (see `check_kept`).
     """
     check_runner(runner)
+    storage.ensure_output_dir(out_dir)
     workers = workers or default_workers()
     started = time.perf_counter()
     plan, text_runner = plan_text_dataset(
@@ -348,6 +374,7 @@ def convert_text(
         plan,
         text_runner,
         overwrite=overwrite,
+        allow_skips=allow_skips,
         quiet=quiet,
         unit="doc",
         rate_unit="M tokens/s",

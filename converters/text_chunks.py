@@ -339,7 +339,8 @@ class TextRunner:
         if not any(piece["records"] for piece in pieces):
             # As image conversion refuses a folder without labelled images: an empty dataset
             # is never what was meant, and its cause is in the skip reasons.
-            reasons = Counter(skip.reason for skip in skips).most_common()
+            every = [*self.plan.listing_skips, *skips]  # files refused while listing too
+            reasons = Counter(skip.reason for skip in every).most_common()
             why = ", ".join(f"{n} {reason}" for reason, n in reasons) or "no documents found"
             raise InputError(
                 f"no document of {self.plan.source} could be converted ({why}); check "

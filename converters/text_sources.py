@@ -67,8 +67,11 @@ def is_text_name(name: str) -> bool:
 
 
 def list_text_files(src: str) -> tuple[list[SourceFile], list[Skip]]:
-    """Files of a folder (walked as for images) or of a glob pattern such as corpus/*.jsonl.gz."""
+    """One corpus file, the files of a folder (walked as for images), or of a glob pattern
+    such as corpus/*.jsonl.gz."""
     if not any(c in src for c in "*?["):
+        if storage.exists(src) and not storage.isdir(src):
+            return [_single_file(src)], []
         return walk_source(src, is_text_name, "not a text file")
     if storage.is_remote(src):
         return _glob_remote(src)
@@ -87,6 +90,25 @@ def list_text_files(src: str) -> tuple[list[SourceFile], list[Skip]]:
     if not files and not skips:
         raise UsageError(f"{src}: the pattern matches no files")
     return files, skips
+
+
+def _single_file(path: str) -> SourceFile:
+    """A corpus given as one file: its name is its relative path (as under a folder)."""
+    if not is_text_name(path):
+        raise UsageError(
+            f"{path} is not a .txt or .jsonl file (gzip-compressed or not); give a corpus "
+            "file, the folder that holds them, or a pattern such as 'corpus/*.jsonl'"
+        )
+    name = (
+        path.rstrip("/").rsplit("/", 1)[-1] if storage.is_remote(path) else os.path.basename(path)
+    )
+    if storage.is_remote(path):
+        import tensorflow as tf
+
+        stat = tf.io.gfile.stat(path)
+        return SourceFile(name, path, int(stat.length), int(stat.mtime_nsec))
+    st = os.stat(path)
+    return SourceFile(name, path, st.st_size, st.st_mtime_ns)
 
 
 def _glob_remote(pattern: str) -> tuple[list[SourceFile], list[Skip]]:

@@ -6,9 +6,13 @@ scheme (gs://, s3://, hdfs://) is handed to `tf.io.gfile`, imported only then.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import tempfile
 from typing import IO, Any
+
+from feedgpu.errors import UsageError
 
 
 def is_remote(path: str) -> bool:
@@ -62,6 +66,53 @@ def makedirs(path: str) -> None:
         _gfile().makedirs(path)
     else:
         os.makedirs(path, exist_ok=True)
+
+
+def ensure_output_dir(path: str) -> None:
+    """Make path a folder this process can write in, or say in one line why it cannot be.
+
+    Checked before any work (listing, a vocabulary to train): a conversion that can only fail
+    at its end fails first. Remote stores are checked by their first write.
+
+    Raises:
+        UsageError: path is a file, lies under a file, or cannot be created or written.
+    """
+    if is_remote(path):
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".feedgpu-probe-", dir=path)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as e:
+        raise UsageError(output_error(path, e)) from None
+
+
+def output_error(path: str, e: OSError) -> str:
+    """One line for an output folder the system refused, saying what to give instead."""
+    if e.errno in (errno.EEXIST, errno.ENOTDIR):
+        file = path if os.path.isfile(path) else _file_above(path)
+        return f"output {path}: {file} is a file, not a folder; give a new or empty folder"
+    if e.errno == errno.EROFS:
+        return f"output {path} is on a read-only file system; give a folder on a writable disk"
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return f"output {path}: permission denied; give a folder you can write in"
+    if e.errno == errno.ENOSPC:
+        return f"output {path}: no space left on the device; free some or give another disk"
+    return f"output {path} cannot be written ({e.strerror}); give a folder you can write in"
+
+
+def _file_above(path: str) -> str:
+    """The first part of path that exists and is not a folder (what stopped makedirs)."""
+    probe = os.path.abspath(path)
+    parts = []
+    while probe != os.path.dirname(probe):
+        parts.append(probe)
+        probe = os.path.dirname(probe)
+    for part in reversed(parts):
+        if os.path.exists(part) and not os.path.isdir(part):
+            return part
+    return path
 
 
 def listdir(path: str) -> list[str]:

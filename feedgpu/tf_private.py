@@ -7,8 +7,6 @@ into TensorFlow's private names.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -55,28 +53,6 @@ def worker_address(server: Any) -> str:
     `WorkerServer` has no public address property (a `DispatchServer` has `target`).
     """
     return str(server._address)
-
-
-@contextlib.contextmanager
-def counting_wordpiece_steps(on_step: Callable[[], None]) -> Iterator[None]:
-    """Call on_step after each threshold tried by tensorflow-text's WordPiece learner, for the
-    block: its binary search over count thresholds is most of training's time (one pure-Python
-    pass over every distinct word per step) and it offers no progress hook. The learner's
-    module is restored after the block."""
-    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as lib
-
-    inner = lib.learn_with_thresh
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        result = inner(*args, **kwargs)
-        on_step()
-        return result
-
-    lib.learn_with_thresh = counted
-    try:
-        yield
-    finally:
-        lib.learn_with_thresh = inner
 
 
 def fast_wordpiece_step(fast_bert_tokenizer: Any) -> Any:

@@ -89,6 +89,31 @@ def train(
     return np.concatenate([w.numpy().ravel() for w in model.weights])
 
 
+def fit_with_backup(
+    spec: PipelineSpec, backup_dir: str, kill_at: int = 0, verbose: int = 0
+) -> tuple[Any, Any]:
+    """A user's `model.fit` through FitBackup, with steps_per_execution=2 (which need not divide
+    an epoch), 3 epochs, a backup every 4 batches; with kill_at, the process SIGKILLs itself
+    once the optimizer has taken that many steps. The model and the History."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((32, 32, 3)), keras.layers.Flatten(), keras.layers.Dense(3)]
+    )
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(keras.optimizers.SGD(0.001), loss, steps_per_execution=2)
+
+    class Preempted(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch: int, logs: object = None) -> None:
+            if kill_at and int(self.model.optimizer.iterations.numpy()) >= kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)  # no clean-up: a real preemption
+
+    backup = feedgpu.FitBackup(spec, backup_dir, save_every=4)
+    history = backup.fit(model, epochs=3, verbose=verbose, callbacks=[Preempted()])
+    return model, history
+
+
 def main() -> None:
     spec_json, ckpt_dir, log, total, save_every, *kill = sys.argv[1:]
     spec = PipelineSpec.from_json(Path(spec_json).read_text())

@@ -150,3 +150,14 @@ def test_bench_fidelity_smoke(tmp_path: Path, capsys) -> None:
     assert row.keras_examples_per_s > 0 and row.bench_examples_per_s > 0
     assert not row.xla_ran and row.bench_xla_reason == "the model's jit_compile=False"
     assert "rows within 0.85-1.15:" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_bench_vocab_smoke(capsys) -> None:
+    bench = load("bench_vocab")
+    result = bench.main(
+        ["--docs", "300", "--vocab-size", "600", "--rounds", "1", "--long-docs", "1"]
+    )
+    assert result.hf_s > 0 and result.ours_s > 0 and result.convert_tokenizer_s > 0
+    assert result.ours_distinct == 1 and result.convert_identical
+    assert 0 < result.ours_size <= 600
+    assert "distinct vocabularies over 1 rounds" in capsys.readouterr().out.splitlines()[-1]

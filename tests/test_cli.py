@@ -60,7 +60,7 @@ def test_missing_source_is_one_line_usage_error(
     assert main(["convert", "images", str(tmp_path / "nope"), str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     nope = tmp_path / "nope"
-    assert err == f"feedgpu: error: {nope} is not a folder; give the folder that holds your data\n"
+    assert err == f"feedgpu: error: {nope} does not exist; give the folder that holds your data\n"
 
 
 def test_bad_flag_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,7 +12,14 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 from PIL import Image
 
-from feedgpu import DatasetError, ImageOptions, UsageError, convert_images, read_manifest
+from feedgpu import (
+    DatasetError,
+    ImageOptions,
+    InputError,
+    UsageError,
+    convert_images,
+    read_manifest,
+)
 from feedgpu.format.records import decode_example, read_records
 
 
@@ -150,9 +157,12 @@ def test_strict_stops_at_first_bad_file_and_leaves_no_partial_shard(
 
 
 def test_decompression_bomb_limit_is_configurable(tmp_path: Path, image_folder: Path) -> None:
-    out = tmp_path / "out"
-    report = convert_images(str(image_folder), str(out), ImageOptions(max_pixels=3000), quiet=True)
-    # 64x48 = 3072 and 80x60 = 4800 pixels exceed 3000; 48x64 too: all skipped, none decoded.
+    out, options = tmp_path / "out", ImageOptions(max_pixels=3000)
+    # 64x48 = 3072 and 80x60 = 4800 pixels exceed 3000; 48x64 too: all skipped, none decoded,
+    # which a run refuses to call a dataset unless told to keep it.
+    with pytest.raises(InputError, match="kept 0 of 36 inputs: 36 skipped as 'decompression"):
+        convert_images(str(image_folder), str(out), options, quiet=True)
+    report = convert_images(str(image_folder), str(out), options, quiet=True, allow_skips=True)
     assert report.skipped_by_reason == {"decompression bomb": 36}
 
 

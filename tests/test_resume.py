@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from resume_loop import train
+from resume_loop import fit_with_backup, train
 
 import feedgpu
 from feedgpu import ImageOptions, InputPosition, PipelineSpec, TextOptions, UsageError
@@ -218,6 +218,40 @@ def test_fit_backup_resumes_model_fit_at_the_next_batch(image_data: Path, tmp_pa
         np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-6, atol=1e-7)
     with pytest.raises(UsageError, match="build the model"):
         backup.fit(keras.Sequential([keras.layers.Dense(3)]), epochs=1)
+
+
+def test_fit_backup_with_steps_per_execution_survives_kill_minus_nine(
+    image_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _image_spec(image_data, image_size=32)  # 9 batches an epoch, 2 a call
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(spec.to_json())
+    # Keras 3.15 reports an epoch's last, shorter call as a whole one: FitBackup counted 12
+    # batches after epoch 0, and fit then failed ("expected 9 elements but contained only 8").
+    straight, history = fit_with_backup(spec, str(tmp_path / "straight"))
+    assert history.epoch == [0, 1, 2] and int(straight.optimizer.iterations.numpy()) == 27
+    # Killed in a process of its own mid-epoch 1: batches run two a call (11, 13), so the
+    # backup due at 12 is made at 13.
+    code = "import sys; from resume_loop import fit_with_backup; from feedgpu import PipelineSpec; "
+    code += "fit_with_backup(PipelineSpec.from_json(open(sys.argv[1]).read()), sys.argv[2], 13)"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "CUDA_VISIBLE_DEVICES": ""}
+    killed = subprocess.run(
+        [sys.executable, "-c", code, str(spec_file), str(tmp_path / "killed")],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    capsys.readouterr()
+    resumed, history = fit_with_backup(spec, str(tmp_path / "killed"), verbose=1)
+    out = capsys.readouterr().out
+    assert "FitBackup: resuming epoch 2/3 at batch 5 of 9" in out
+    assert "Epoch 2/3" in out and "Epoch 3/3" in out and "Epoch 2/2" not in out
+    assert history.epoch == [1, 2]
+    assert int(resumed.optimizer.iterations.numpy()) == 27  # 13 + 14: none lost, none twice
+    for mine, theirs in zip(resumed.weights, straight.weights, strict=True):
+        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-6, atol=1e-7)
+    _, again = fit_with_backup(spec, str(tmp_path / "killed"), verbose=1)
+    assert "FitBackup: already complete (3 epochs" in capsys.readouterr().out
+    assert again.epoch == [] and again.history == {}
 
 
 def test_a_checkpointed_iterator_still_restores_exactly(image_data: Path, tmp_path: Path):

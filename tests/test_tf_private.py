@@ -53,23 +53,6 @@ def test_service_servers_stop_and_tell_their_address() -> None:
     )
 
 
-def test_the_wordpiece_learner_steps_can_be_counted() -> None:
-    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as lib
-
-    assert callable(getattr(lib, "learn_with_thresh", None)), _gone(
-        "wordpiece_tokenizer_learner_lib.learn_with_thresh", "counting_wordpiece_steps"
-    )
-    from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
-    from feedgpu.tf_private import counting_wordpiece_steps
-
-    steps: list[int] = []
-    inner = lib.learn_with_thresh
-    with counting_wordpiece_steps(lambda: steps.append(1)):
-        texts = ["the cat sat on the mat", "a dog ran far", "cats and dogs"] * 30
-        load_tokenizer(TokenizerSpec.parse("train:wordpiece:100"), iter(texts))
-    assert steps and lib.learn_with_thresh is inner  # counted, then restored
-
-
 def test_fast_bert_tokenizer_keeps_its_wordpiece_step() -> None:
     import tensorflow as tf
     import tensorflow_text as text

@@ -64,6 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FeedgpuError as e:
         print(f"feedgpu: error: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # a file the system refused that no check above foresaw: which, why
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"feedgpu: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("feedgpu: interrupted; re-run the same command to resume", file=sys.stderr)
         return 130

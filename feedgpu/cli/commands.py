@@ -62,13 +62,22 @@ def convert_text(args: argparse.Namespace) -> int:
     options = options_from(TextOptions, args, args.flags)
     _load_tensorflow(args)
     report = convert_text(args.src, args.out, options, **_run_options(args))
-    text = read_manifest(args.out).text
+    manifest = read_manifest(args.out)
+    text, tok = manifest.text, manifest.tokenizer
     tokens = text.tokens if text else 0
     writing = report.stages_s.get("conversion", report.seconds)
     rate = tokens / writing / 1e6 if writing else 0.0
     what = f"{report.num_examples} examples from {text.documents if text else 0} documents"
-    extra = {"text": text.to_json() if text else {}}
-    return _print_conversion(args, report, what, f"{rate:.2f} M tokens/s", extra)
+    extra = {"text": text.to_json() if text else {}, "tokenizer": tok.to_json() if tok else {}}
+    code = _print_conversion(args, report, what, f"{rate:.2f} M tokens/s", extra)
+    asked = tok.vocab_size_asked if tok else None
+    if tok and asked and tok.vocab_size < asked and not args.json:
+        print(
+            f"tokenizer: learned {tok.vocab_size:,} of the {asked:,} entries asked: the "
+            "training documents hold no more pieces seen at least twice (a larger corpus "
+            "would; or ask for fewer)"
+        )
+    return code
 
 
 def _run_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -79,6 +88,7 @@ def _run_options(args: argparse.Namespace) -> dict[str, Any]:
         "workers": args.workers,
         "strict": bool(args.strict),
         "overwrite": bool(args.overwrite),
+        "allow_skips": bool(args.allow_skips),
         "quiet": bool(args.quiet or args.json),
         "runner": args.runner,
         "beam_options": args.beam_options,

@@ -57,6 +57,12 @@ CONVERSION = [
     ),
     switch("--strict", "stop at the first bad input instead of skipping it", target=COMMAND),
     switch(
+        "--allow-skips",
+        "keep a dataset although more inputs were skipped for one reason than converted "
+        "(without it such a run exits 1, its shards kept for this re-run)",
+        target=COMMAND,
+    ),
+    switch(
         "--overwrite", "replace a dataset in OUT that was made with other options", target=COMMAND
     ),
     *OUTPUT,

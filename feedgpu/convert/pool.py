@@ -15,6 +15,7 @@ from feedgpu import storage
 from feedgpu.convert.commit import Progress, ShardResult, write_shard
 from feedgpu.convert.plan import ShardTask, Skip, SkipItem
 from feedgpu.convert.run import RunOutput
+from feedgpu.convert.spawn_guard import check_main_guard
 from feedgpu.convert.summary import Summary
 from feedgpu.errors import InputError
 from feedgpu.format.records import Writable, write_record
@@ -120,6 +121,8 @@ class ShardPool:
         if workers > 1 and not out_dir.startswith("ram://"):
             safe_to_fork = threading.active_count() == 1 and "tensorflow" not in sys.modules
             fork = safe_to_fork and os.name == "posix"
+            if not fork:
+                check_main_guard()
             ctx = multiprocessing.get_context("fork" if fork else "spawn")
             # Progress reports (every 16 items) on a queue: the Pool's own kind, so no
             # shared-memory machinery (ctypes, a heap) is loaded for a counter.

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from feedgpu import storage
 from feedgpu.convert.commit import WORK_DIR, Progress, ShardResult, load_finished
+from feedgpu.convert.kept import check_kept
 from feedgpu.convert.plan import ShardTask, Skip
 from feedgpu.convert.summary import Summary
 from feedgpu.errors import DatasetError, UsageError
@@ -182,8 +183,11 @@ def _prepare(plan: DatasetPlan, overwrite: bool) -> bool:
     return False
 
 
-def _finalize(plan: DatasetPlan, results: Sequence[ShardResult], output: RunOutput) -> Manifest:
-    """Write skipped.jsonl, TFDS metadata and, last, the manifest."""
+def _finalize(
+    plan: DatasetPlan, results: Sequence[ShardResult], output: RunOutput, allow_skips: bool
+) -> Manifest:
+    """Write skipped.jsonl, TFDS metadata and, last, the manifest (see `check_kept`: a run
+    that kept too little stops before the metadata, its shards kept for a re-run)."""
     out = plan.out_dir
     by_file = {r.filename: r for r in results}
     skips = sorted(
@@ -196,6 +200,8 @@ def _finalize(plan: DatasetPlan, results: Sequence[ShardResult], output: RunOutp
         for s in skips
     )
     storage.write_atomic(storage.join(out, fmt.SKIPPED), lines.encode("utf-8"))
+    kept = output.text.documents if output.text else sum(r.num_records for r in results)
+    check_kept(kept, skips, out, allow=allow_skips)
 
     shards: dict[str, list[ShardInfo]] = {}
     summary = Summary()
@@ -288,6 +294,7 @@ def write_dataset(
     runner: ShardRunner,
     *,
     overwrite: bool = False,
+    allow_skips: bool = False,
     quiet: bool = False,
     unit: str = "img",
     rate_unit: str = "MB/s",
@@ -305,10 +312,12 @@ def write_dataset(
         started: `time.perf_counter()` when the converter began (listing, planning): the
             report's time is the whole conversion's, with this part as "listing".
         stages_s: parts of that time the converter measured itself (say, "tokenizer").
+        allow_skips: finish a run that skipped more inputs for one reason than it kept.
 
     Raises:
         DatasetError: out_dir holds something else and overwrite is False.
-        InputError: strict and an input could not be converted.
+        InputError: strict and an input could not be converted, or (unless allow_skips) one
+            skip reason outnumbers the inputs kept.
     """
     start = time.perf_counter()
     parts = dict(stages_s or {})
@@ -362,7 +371,7 @@ def write_dataset(
         for bar in bars:
             bar.close()
     all_results = [*(r for r in finished.values() if r is not None), *output.results]
-    return report(_finalize(plan, all_results, output), already_done=False)
+    return report(_finalize(plan, all_results, output, allow_skips), already_done=False)
 
 
 def _report(

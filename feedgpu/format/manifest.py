@@ -69,6 +69,9 @@ class TokenizerInfo:
         pad_token: the token pad_id stands for (None when the id has no token).
         pad_choice: why pad_id: the tokenizer's pad token, --pad-id, or a stated fallback.
         parity: the fast-path check (path taken, sample size, mismatches).
+        vocab_size_asked: for a trained vocabulary, the size asked (`train:wordpiece:16000`):
+            a corpus with fewer pieces seen twice gives a smaller one, said here and in the
+            summary. None otherwise (and in manifests written before it existed).
     """
 
     identity: str
@@ -82,10 +85,13 @@ class TokenizerInfo:
     pad_token: str | None
     pad_choice: str
     parity: Mapping[str, Any] = field(default_factory=dict)
+    vocab_size_asked: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON form: the parity fields sit beside the others, as written since version 1."""
+        asked = {} if self.vocab_size_asked is None else {"vocab_size_asked": self.vocab_size_asked}
         return {
+            **asked,
             **self.parity,
             "identity": self.identity,
             "spec": self.spec,
@@ -103,7 +109,7 @@ class TokenizerInfo:
     def from_json(cls, data: Mapping[str, Any], legacy_pad_id: int = 0) -> TokenizerInfo:
         """Inverse of to_json; a version-1 entry (no pad id) takes legacy_pad_id."""
         known = {"identity", "spec", "model", "vocab_size", "lowercase", "files", "special_ids"}
-        known |= {"pad_id", "pad_token", "pad_choice"}
+        known |= {"pad_id", "pad_token", "pad_choice", "vocab_size_asked"}
         before, after = data.get("special_ids") or [[], []]
         return cls(
             identity=data["identity"],
@@ -117,6 +123,7 @@ class TokenizerInfo:
             pad_token=data.get("pad_token"),
             pad_choice=data.get("pad_choice", "format 1: the packer's rule ([PAD], <pad>, else 0)"),
             parity={k: v for k, v in data.items() if k not in known},
+            vocab_size_asked=data.get("vocab_size_asked"),
         )
 
 

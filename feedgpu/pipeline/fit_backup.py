@@ -68,6 +68,8 @@ class FitBackup(keras.callbacks.Callback):
         self.dataset = build_pipeline(spec, input_context, position=self.position)
         self.manager: Any = None
         self._epoch_start = 0
+        self._epoch_steps = self.position.batches_per_epoch
+        self._saved_at = -1
 
     def fit(self, model: Any, epochs: int, **fit_kwargs: Any) -> Any:
         """`model.fit` over the spec's pipeline for `epochs` epochs in all, resumed from the
@@ -91,11 +93,27 @@ class FitBackup(keras.callbacks.Callback):
         if self.manager.latest_checkpoint:
             checkpoint.restore(self.manager.latest_checkpoint).expect_partial()
         callbacks = [self, *fit_kwargs.pop("callbacks", [])]
+        if not any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks):
+            callbacks.append(_RunProgbar(epochs))  # "Epoch 2/4" for a resumed epoch too
         fit_kwargs.setdefault("shuffle", False)  # the pipeline shuffles; Keras would only warn
         count = self.position.batches_per_epoch
         epoch, step = self.position.epoch, self.position.step
+        self._saved_at = self.position.batches
+        say = print if fit_kwargs.get("verbose", "auto") != 0 else (lambda *a: None)
+        if epoch >= epochs:
+            say(f"FitBackup: already complete ({epochs} epochs, backups in {self.backup_dir})")
+            history = keras.callbacks.History()
+            history.set_model(model)
+            history.epoch, history.history = [], {}  # as fit's own after no epoch
+            return history
+        if self.position.batches:
+            say(
+                f"FitBackup: resuming epoch {epoch + 1}/{epochs} at batch {step + 1} of {count} "
+                f"(backup {self.manager.latest_checkpoint})"
+            )
         runs = []
-        if step and epoch < epochs:  # the rest of the interrupted epoch, as an epoch of its own
+        if step:  # the rest of the interrupted epoch, as an epoch of its own
+            self._epoch_steps = count - step
             rest = self.dataset.apply(tf.data.experimental.assert_cardinality(count - step))
             runs.append(
                 model.fit(
@@ -103,7 +121,8 @@ class FitBackup(keras.callbacks.Callback):
                 )
             )
             epoch += 1
-        if epoch < epochs or not runs:
+        if epoch < epochs:
+            self._epoch_steps = count
             whole = self.dataset.apply(tf.data.experimental.assert_cardinality(count))
             runs.append(
                 model.fit(
@@ -121,16 +140,33 @@ class FitBackup(keras.callbacks.Callback):
         self._epoch_start = self.position.batches
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-        # `batch` is the last of the batches run (more than one with steps_per_execution).
-        self.position.reset(self._epoch_start + batch + 1)
-        if self.position.batches % self.save_every == 0:
+        # `batch` is the last of the batches run (more than one with steps_per_execution), and
+        # for an epoch's last, shorter execution Keras (3.15) still reports a whole one: at
+        # most the epoch's length ran. A save is due when a multiple of save_every was passed
+        # (with steps_per_execution=3 the count goes 3, 6, ... 99, 102: it may never equal 100).
+        before = self.position.batches
+        self.position.reset(self._epoch_start + min(batch + 1, self._epoch_steps))
+        if self.position.batches // self.save_every > before // self.save_every:
             self._save()
 
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-        if self.position.batches % self.save_every:  # not just saved by the last batch
+        if self.position.batches != self._saved_at:  # not just saved by the last batch
             self._save()
 
     def _save(self) -> None:
         if self.manager is None:
             raise UsageError("run training through FitBackup.fit(model, epochs), not model.fit")
         self.manager.save(checkpoint_number=self.position.batches)
+        self._saved_at = self.position.batches
+
+
+class _RunProgbar(keras.callbacks.ProgbarLogger):
+    """Keras's progress bar with epochs numbered out of the run's `epochs=`: a resumed epoch's
+    rest is fit on its own, which Keras alone would show as "Epoch 2/2"."""
+
+    def __init__(self, epochs: int) -> None:
+        super().__init__()
+        self.run_epochs = epochs
+
+    def set_params(self, params: dict[str, Any]) -> None:
+        super().set_params({**params, "epochs": self.run_epochs})

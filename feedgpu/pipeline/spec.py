@@ -155,14 +155,18 @@ class PipelineSpec:
             raise UsageError(f"dtype {self.dtype!r}: choose one of {', '.join(DTYPES)}")
         if self.text_mode not in TEXT_MODES:
             raise UsageError(f"text_mode {self.text_mode!r}: choose one of {', '.join(TEXT_MODES)}")
-        if min(self.image_size) < 1 or self.max_length < 1:
-            raise UsageError("image_size and max_length must be positive")
+        if min(self.image_size) < 1:
+            raise UsageError(f"image_size {self.image_size}: both sides must be at least 1")
+        if self.max_length < 1:
+            raise UsageError(f"max_length {self.max_length}: must be at least 1")
         if not 0 < self.crop_area[0] <= self.crop_area[1] <= 1:
             raise UsageError(f"crop_area {self.crop_area}: need 0 < low <= high <= 1")
         if not 0 < self.eval_crop_fraction <= 1:
             raise UsageError(f"eval_crop_fraction {self.eval_crop_fraction}: must be in (0, 1]")
-        if self.shuffle_buffer < 0 or self.cycle_length < 1:
-            raise UsageError("shuffle_buffer must be >= 0 and cycle_length >= 1")
+        if self.shuffle_buffer < 0:
+            raise UsageError(f"shuffle_buffer {self.shuffle_buffer}: must be at least 0 (0: off)")
+        if self.cycle_length < 1:
+            raise UsageError(f"cycle_length {self.cycle_length}: must be at least 1")
         if list(self.bucket_boundaries) != sorted(set(self.bucket_boundaries)):
             raise UsageError(f"bucket_boundaries {self.bucket_boundaries}: must be increasing")
         if self.service and not self.service.startswith(("grpc://", "grpc+loas://")):
