@@ -91,8 +91,9 @@ def ensure_output_dir(path: str) -> None:
 def output_error(path: str, e: OSError) -> str:
     """One line for an output folder the system refused, saying what to give instead."""
     if e.errno in (errno.EEXIST, errno.ENOTDIR):
-        file = path if os.path.isfile(path) else _file_above(path)
-        return f"output {path}: {file} is a file, not a folder; give a new or empty folder"
+        if os.path.isfile(path):
+            return f"output {path} is a file, not a folder; give a new or empty folder"
+        return f"output {path}: {_file_above(path)} is a file, not a folder; give another path"
     if e.errno == errno.EROFS:
         return f"output {path} is on a read-only file system; give a folder on a writable disk"
     if e.errno in (errno.EACCES, errno.EPERM):

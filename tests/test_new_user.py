@@ -47,8 +47,8 @@ def test_an_output_that_cannot_be_written_is_one_line(
     a_file = tmp_path / "mb.json"
     a_file.write_text("{}")
     for out, said in (
-        (a_file, f"{a_file} is a file, not a folder"),
-        (a_file / "sub", f"{a_file} is a file, not a folder"),
+        (a_file, f"output {a_file} is a file, not a folder; give a new or empty folder"),
+        (a_file / "sub", f"output {a_file / 'sub'}: {a_file} is a file, not a folder; give"),
         (Path("/proc/feedgpu-out"), "cannot be written"),  # the kernel refuses, root or not
     ):
         for command in ("images", "text"):
