@@ -61,13 +61,12 @@ def make_corpus(path: str, docs: int, seed: int = 0, long_docs: int = 5) -> list
         for lang, letters in ALPHABETS.items()
     }
     weights = [1 / (rank + 1) for rank in range(6000)]
+    long_at = set(range(1, docs, max(1, docs // long_docs))[:long_docs]) if long_docs else set()
     texts = []
     with open(path, "w", encoding="utf-8") as f:
         for i in range(docs):
             lang = rng.choice(list(ALPHABETS))
-            chars = (
-                100_000 if i % (docs // 5) == 1 else int(rng.lognormvariate(0, 0.5) * MEDIANS[lang])
-            )
+            chars = 100_000 if i in long_at else int(rng.lognormvariate(0, 0.5) * MEDIANS[lang])
             text, size = [], 0
             while size < chars:
                 word = rng.choices(words[lang], weights)[0]

@@ -37,13 +37,16 @@ def _pick(
 
 
 def _class_column(file: str, rows: list[dict[str, Any]], candidates: list[str], pcol: str) -> str:
-    """The one column besides the path whose values repeat as classes do (at most one distinct
-    value per two rows, at least two): `species` beside a free-text `notes`. Otherwise a
-    UsageError that lists what was seen and names the flag."""
+    """The one column besides the path, with a value in every row, whose values repeat as
+    classes do (at most one distinct value per two rows, at least two): `species` beside a
+    free-text `notes`. Otherwise a UsageError that lists what was seen and names the flag."""
     distinct = {c: len({str(r.get(c) or "").strip() for r in rows} - {""}) for c in candidates}
-    classes = [c for c in candidates if 2 <= distinct[c] <= len(rows) / 2]
+    full = [c for c in candidates if all(str(r.get(c) or "").strip() for r in rows)]
+    classes = [c for c in full if 2 <= distinct[c] <= len(rows) / 2]
     if len(classes) == 1:
-        logger.info("labels from column %r of %s (--label-column picks another)", classes[0], file)
+        logger.warning(
+            "labels from column %r of %s (--label-column picks another)", classes[0], file
+        )
         return classes[0]
     seen = ", ".join(f"{c} ({distinct[c]} distinct)" for c in candidates) or "none"
     example = f" {classes[0]}" if classes else " NAME"

@@ -110,8 +110,9 @@ class TextOptions:
                 raise UsageError(f"--pack {self.pack}: must be at least 8")
             if self.max_length is not None:
                 raise UsageError("--pack and --max-length exclude each other")
-        if self.shard_size_mb <= 0 or self.chunk_mb <= 0:
-            raise UsageError("--shard-size-mb and --chunk-mb must be positive")
+        for flag, value in (("--shard-size-mb", self.shard_size_mb), ("--chunk-mb", self.chunk_mb)):
+            if value <= 0:
+                raise UsageError(f"{flag} {value}: must be positive")
         if self.num_shards is not None and self.num_shards < 1:
             raise UsageError(f"--num-shards {self.num_shards}: must be at least 1")
 

@@ -296,6 +296,27 @@ def _bert_post_processor(hf: Any) -> None:
         )
 
 
+def _stands_alone(char: str) -> bool:
+    """Punctuation and CJK characters, which BERT's pre-tokenizer makes words of their own:
+    never inside a word, so no "##c" of theirs is ever made or needed (none is seeded: on a
+    CJK corpus thousands of entries would be spent on pieces nothing uses)."""
+    import unicodedata
+
+    code = ord(char)
+    if 33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126:
+        return True
+    if unicodedata.category(char).startswith("P"):
+        return True
+    return any(low <= code <= high for low, high in _CJK)
+
+
+# BERT's CJK blocks (BertNormalizer's handle_chinese_chars puts spaces around these).
+_CJK = (
+    (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),
+)  # fmt: skip
+
+
 def _learn_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool) -> list[str]:
     """A WordPiece vocabulary from HF's trainer, made deterministic; texts are read twice.
 
@@ -318,7 +339,7 @@ def _learn_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool) -> 
     for text in texts:  # normalised whole: in context, as the trainer will see it (final sigma)
         alphabet.update(normalizer.normalize_str(text))
     chars = sorted(c for c in alphabet if not c.isspace())
-    seeds = [f"##{c}" for c in chars]
+    seeds = [f"##{c}" for c in chars if not _stands_alone(c)]
     trainer = WordPieceTrainer(
         vocab_size=vocab_size,
         min_frequency=2,

@@ -68,16 +68,22 @@ def makedirs(path: str) -> None:
         os.makedirs(path, exist_ok=True)
 
 
-def ensure_output_dir(path: str) -> None:
+def ensure_output_dir(path: str, finished_marker: str = "manifest.json") -> None:
     """Make path a folder this process can write in, or say in one line why it cannot be.
 
     Checked before any work (listing, a vocabulary to train): a conversion that can only fail
-    at its end fails first. Remote stores are checked by their first write.
+    at its end fails first. A folder holding a finished dataset (finished_marker) is left to
+    the run, whose re-run writes nothing: it may sit on a read-only disk. Remote stores are
+    checked by their first write.
 
     Raises:
-        UsageError: path is a file, lies under a file, or cannot be created or written.
+        UsageError: path is empty, a file, under a file, or cannot be created or written.
     """
     if is_remote(path):
+        return
+    if not path:
+        raise UsageError("output: an empty path; give a folder")
+    if os.path.isfile(os.path.join(path, finished_marker)):
         return
     try:
         os.makedirs(path, exist_ok=True)
@@ -90,10 +96,12 @@ def ensure_output_dir(path: str) -> None:
 
 def output_error(path: str, e: OSError) -> str:
     """One line for an output folder the system refused, saying what to give instead."""
-    if e.errno in (errno.EEXIST, errno.ENOTDIR):
-        if os.path.isfile(path):
+    if e.errno in (errno.EEXIST, errno.ENOTDIR, errno.ENOENT):
+        blocker = _not_a_folder(path)
+        if blocker == path:
             return f"output {path} is a file, not a folder; give a new or empty folder"
-        return f"output {path}: {_file_above(path)} is a file, not a folder; give another path"
+        if blocker:
+            return f"output {path}: {blocker}; give another path"
     if e.errno == errno.EROFS:
         return f"output {path} is on a read-only file system; give a folder on a writable disk"
     if e.errno in (errno.EACCES, errno.EPERM):
@@ -103,17 +111,19 @@ def output_error(path: str, e: OSError) -> str:
     return f"output {path} cannot be written ({e.strerror}); give a folder you can write in"
 
 
-def _file_above(path: str) -> str:
-    """The first part of path that exists and is not a folder (what stopped makedirs)."""
-    probe = os.path.abspath(path)
-    parts = []
-    while probe != os.path.dirname(probe):
-        parts.append(probe)
-        probe = os.path.dirname(probe)
-    for part in reversed(parts):
-        if os.path.exists(part) and not os.path.isdir(part):
-            return part
-    return path
+def _not_a_folder(path: str) -> str | None:
+    """The first part of path, as written, that is not a folder (what stopped makedirs): the
+    path itself, or "PART is a file" / "PART is a broken symlink"; None if none is found."""
+    parts = path.split(os.sep)
+    for i in range(1, len(parts) + 1):
+        part = os.sep.join(parts[:i]) or os.sep
+        if not os.path.lexists(part) or os.path.isdir(part):
+            continue
+        if part == path and os.path.isfile(part):
+            return path
+        what = "a broken symlink" if os.path.islink(part) and not os.path.exists(part) else "a file"
+        return f"{part} is {what}, not a folder"
+    return None
 
 
 def listdir(path: str) -> list[str]:

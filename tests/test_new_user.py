@@ -46,10 +46,12 @@ def test_an_output_that_cannot_be_written_is_one_line(
 ) -> None:
     a_file = tmp_path / "mb.json"
     a_file.write_text("{}")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
     for out, said in (
         (a_file, f"output {a_file} is a file, not a folder; give a new or empty folder"),
         (a_file / "sub", f"output {a_file / 'sub'}: {a_file} is a file, not a folder; give"),
-        (Path("/proc/feedgpu-out"), "cannot be written"),  # the kernel refuses, root or not
+        (tmp_path / "dangling", f"{tmp_path / 'dangling'} is a broken symlink, not a folder"),
+        (Path("/proc/feedgpu-out"), "output /proc/feedgpu-out"),  # the kernel refuses it
     ):
         for command in ("images", "text"):
             extra = ["--tokenizer", "train:wordpiece:100"] if command == "text" else []
@@ -95,7 +97,10 @@ def test_a_conversion_that_keeps_almost_nothing_fails_until_accepted(
     assert "--text-field" in err and "--allow-skips" in err
     assert not (out / "manifest.json").exists()  # no dataset to train on by mistake
     assert (out / "skipped.jsonl").exists()  # the reasons, to look at
+    shards = {p: p.stat().st_mtime_ns for p in out.glob("*.tfrecord-*")}
+    assert shards
     assert main([*base, "--text-field", "body", "--allow-skips", "--json"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in out.glob("*.tfrecord-*")} == shards  # kept, not redone
     done = json.loads(capsys.readouterr().out)
     assert done["num_examples"] == 1 and done["skipped_by_reason"] == {"no text field": 399}
     # An image folder given to convert text: one README is text, the rest are not.
@@ -169,6 +174,9 @@ def test_a_trained_vocabulary_is_the_same_every_run_and_says_when_smaller(
     vocab = dict(next(iter(vocabularies)))
     assert [vocab[t] for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")] == [0, 1, 2, 3, 4]
     assert "##ов" in vocab and len(vocab) < 16000
+    # A size the corpus can fill comes out exactly (tensorflow-text's learner fell short).
+    half = TokenizerSpec.parse(f"train:wordpiece:{len(vocab) // 2}")
+    assert load_tokenizer(half, texts).vocab_size == len(vocab) // 2
     # Through the converter: the summary and the manifest say it is smaller than asked, and
     # the fast in-graph WordPiece path serves it.
     src = tmp_path / "corpus"
@@ -236,3 +244,22 @@ def test_a_script_without_the_main_guard_fails_in_one_line(
 def test_a_spec_error_names_its_field_and_value(changes: dict, said: str) -> None:
     with pytest.raises(UsageError, match=f"^{re.escape(said)}"):
         PipelineSpec(data_dir="d", **changes)
+
+
+@pytest.mark.parametrize(
+    ("source", "guard"),
+    [
+        ('if __name__ == "__main__":\n    x()', True),
+        ("if '__main__' == __name__:\n    x()", True),
+        ('if __name__ == "__main__" and ready:\n    x()', True),
+        ('if __name__ != "__main__":\n    x()', False),
+        ("if debug:\n    x()", False),
+    ],
+)
+def test_the_main_guard_is_read_from_the_source(source: str, guard: bool) -> None:
+    import ast
+
+    from feedgpu.convert.spawn_guard import _is_guard
+
+    node = ast.parse(source).body[0]
+    assert isinstance(node, ast.If) and _is_guard(node) is guard

@@ -71,12 +71,14 @@ def convert_text(args: argparse.Namespace) -> int:
     extra = {"text": text.to_json() if text else {}, "tokenizer": tok.to_json() if tok else {}}
     code = _print_conversion(args, report, what, f"{rate:.2f} M tokens/s", extra)
     asked = tok.vocab_size_asked if tok else None
-    if tok and asked and tok.vocab_size < asked and not args.json:
-        print(
-            f"tokenizer: learned {tok.vocab_size:,} of the {asked:,} entries asked: the "
-            "training documents hold no more pieces seen at least twice (a larger corpus "
+    if tok and asked and tok.vocab_size != asked and not args.json:
+        why = (
+            "the training documents hold no more pieces seen at least twice (a larger corpus "
             "would; or ask for fewer)"
+            if tok.vocab_size < asked
+            else "every character of the corpus has its pieces, and they alone are more"
         )
+        print(f"tokenizer: learned {tok.vocab_size:,} of the {asked:,} entries asked: {why}")
     return code
 
 

@@ -2,9 +2,10 @@
 
 A run fails (exit 1) when more inputs were skipped for one reason than were converted: one
 record of 12,462 holding the `--text-field` given, an image folder given to `convert text`. Its
-shards are kept in the work folder and its reasons in skipped.jsonl; the same command with
-`--allow-skips` finishes the dataset at once. Hidden files (.DS_Store, .git) never count: no one
-means them as inputs. A folder of images with one sidecar file each (1:1) still converts.
+finished shards stay in OUT (no manifest: not a dataset yet), its reasons in skipped.jsonl; the
+same command with `--allow-skips` finishes the dataset at once. Hidden files (.DS_Store, .git)
+never count: no one means them as inputs. A folder of images with one sidecar file each (1:1)
+still converts.
 """
 
 from __future__ import annotations
@@ -17,23 +18,31 @@ from feedgpu.errors import InputError
 
 NOT_COUNTED = frozenset({"hidden"})
 
-# What to change, for the reasons a wrong option or a wrong folder causes.
+# What to change, for the reasons a wrong option or a wrong folder causes, by converter.
 ADVICE = {
-    "no text field": "name the field that holds the text with --text-field",
-    "no label": "put the inputs in class folders (SRC/CLASS/...), or pass --labels FILE",
-    "not a text file": "give the file or folder that holds the .txt/.jsonl corpus",
-    "not an image": "give the folder that holds the images",
-    "missing file": "check the label file's paths (relative to SRC)",
-    "undecodable": "check the files' encoding, or pass --encoding-errors replace",
-    "malformed JSON": "check that each line is one JSON object",
+    ("images", "no label"): "put the images in class folders (SRC/CLASS/...), or list them in "
+    "the --labels file",
+    ("images", "not an image"): "give the folder that holds the images",
+    ("images", "missing file"): "check the label file's paths (relative to SRC)",
+    ("images", "decompression bomb"): "raise --max-pixels if these huge images are meant",
+    ("images", "undecodable"): "check that these files are images (--strict names the first)",
+    ("text", "no text field"): "name the field that holds the text with --text-field",
+    ("text", "no label"): "put the files in class folders with --folder-labels, or name the "
+    "field with --label-field",
+    ("text", "not a text file"): "give the file or folder that holds the .txt/.jsonl corpus",
+    ("text", "not UTF-8"): "check the files' encoding, or pass --encoding-errors replace",
+    ("text", "malformed JSON"): "check that each line is one JSON object",
 }
 
 
-def check_kept(kept: int, skips: Iterable[Skip], out_dir: str, *, allow: bool) -> None:
+def check_kept(
+    kept: int, skips: Iterable[Skip], out_dir: str, converter: str, *, allow: bool
+) -> None:
     """Raise InputError when one skip reason outnumbers the inputs kept, unless allowed.
 
     Args:
         kept: inputs converted (images, or text documents).
+        converter: "images" or "text", for what to change.
     """
     counts = Counter(s.reason for s in skips if s.reason not in NOT_COUNTED)
     if allow or not counts:
@@ -42,7 +51,7 @@ def check_kept(kept: int, skips: Iterable[Skip], out_dir: str, *, allow: bool) -
     if skipped <= kept:
         return
     total = kept + sum(counts.values())
-    advice = ADVICE.get(reason, "see why in skipped.jsonl")
+    advice = ADVICE.get((converter, reason), "see why in skipped.jsonl")
     raise InputError(
         f"kept {kept} of {total} inputs: {skipped} skipped as {reason!r}; {advice}, or pass "
         f"--allow-skips to keep the dataset as it is (every reason: {out_dir}/skipped.jsonl)"

@@ -201,7 +201,7 @@ def _finalize(
     )
     storage.write_atomic(storage.join(out, fmt.SKIPPED), lines.encode("utf-8"))
     kept = output.text.documents if output.text else sum(r.num_records for r in results)
-    check_kept(kept, skips, out, allow=allow_skips)
+    check_kept(kept, skips, out, plan.converter, allow=allow_skips)
 
     shards: dict[str, list[ShardInfo]] = {}
     summary = Summary()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import sys
+import tokenize
 from types import FrameType
 
 from feedgpu.errors import UsageError
@@ -17,7 +18,8 @@ def check_main_guard(frame: FrameType | None = None) -> None:
     """Raise UsageError if the running script calls us from its top level, outside the guard.
 
     Scripts run with -c, notebooks and the interactive prompt are not re-run by a spawned
-    worker; neither is a call from inside a function (only its definition is re-run).
+    worker. The frame that counts is the script's own top level: a function called from there
+    is refused too, one called from inside the guard is not.
     """
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
@@ -33,12 +35,13 @@ def check_main_guard(frame: FrameType | None = None) -> None:
         return
     line = frame.f_lineno
     try:
-        with open(path, encoding="utf-8") as f:
+        with tokenize.open(path) as f:  # the script's declared encoding (PEP 263)
             tree = ast.parse(f.read())
     except (OSError, SyntaxError, UnicodeDecodeError):
         return  # no source to read: nothing said rather than a guess
     guards = [node for node in ast.walk(tree) if isinstance(node, ast.If) and _is_guard(node)]
-    if not any(node.lineno <= line <= (node.end_lineno or node.lineno) for node in guards):
+    inside = [(g.body[0].lineno, g.body[-1].end_lineno or g.body[-1].lineno) for g in guards]
+    if not any(first <= line <= last for first, last in inside):  # the body, not its else
         raise UsageError(
             f"{path}, line {line}: this script converts at its top level, and each worker "
             "process runs the script again; put the call under "
@@ -47,10 +50,12 @@ def check_main_guard(frame: FrameType | None = None) -> None:
 
 
 def _is_guard(node: ast.If) -> bool:
-    """`if __name__ == "__main__":` (either operand order)."""
-    if not isinstance(node.test, ast.Compare):
-        return False
+    """`if __name__ == "__main__":` (either operand order), alone or first among `and`s."""
     test = node.test
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        test = test.values[0]
+    if not isinstance(test, ast.Compare):
+        return False
     if len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
         return False
     sides = [test.left, *test.comparators]

@@ -58,8 +58,9 @@ class FitBackup(keras.callbacks.Callback):
                 "FitBackup runs Keras epochs as the data's epochs: build the spec with "
                 "repeat=False (and no steps_per_epoch)"
             )
-        if save_every < 1 or keep < 1:
-            raise UsageError(f"save_every {save_every} and keep {keep} must be at least 1")
+        for name, value in (("save_every", save_every), ("keep", keep)):
+            if value < 1:
+                raise UsageError(f"{name} {value}: must be at least 1")
         self.spec = spec
         self.backup_dir = backup_dir
         self.save_every = save_every
