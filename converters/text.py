@@ -36,6 +36,7 @@ from feedgpu.converters.text_sources import (
     Document,
     ReadOptions,
     input_bytes,
+    is_text_name,
     iter_documents,
     list_text_files,
 )
@@ -247,7 +248,11 @@ def plan_text_dataset(
     else:
         tokenizer = load_tokenizer(spec)
     tokenizer_s = time.perf_counter() - started
-    name = fmt.sanitize_name(options.name or os.path.basename(os.path.abspath(src.split("*")[0])))
+    base = os.path.basename(os.path.abspath(src.split("*")[0]))
+    if is_text_name(base):  # one corpus file: named as its stem (corpus.jsonl.gz -> corpus)
+        stem = base[:-3] if base.lower().endswith(".gz") else base
+        base = stem.rsplit(".", 1)[0] or base
+    name = fmt.sanitize_name(options.name or base)
 
     # Chunks: consecutive files, about chunk_mb of input each: the unit of resumption.
     chunks: list[list[int]] = [[]]

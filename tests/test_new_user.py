@@ -154,6 +154,7 @@ def test_one_corpus_file_is_a_source(tmp_path: Path, vocab_txt: Path) -> None:
     options = TextOptions(tokenizer=str(vocab_txt))
     report = feedgpu.convert_text(str(corpus), str(tmp_path / "out"), options, quiet=True)
     assert report.num_examples == 50 and report.num_skipped == 0
+    assert feedgpu.read_manifest(str(tmp_path / "out")).name == "corpus"
     picture = tmp_path / "cat.png"
     picture.write_bytes(b"\x89PNG")
     with pytest.raises(UsageError, match=r"cat.png is not a .txt or .jsonl file"):
