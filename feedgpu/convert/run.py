@@ -316,8 +316,7 @@ def write_dataset(
 
     Raises:
         DatasetError: out_dir holds something else and overwrite is False.
-        InputError: strict and an input could not be converted, or (unless allow_skips) one
-            skip reason outnumbers the inputs kept.
+        InputError: with strict, a bad input; unless allow_skips, too little kept (`check_kept`).
     """
     start = time.perf_counter()
     parts = dict(stages_s or {})
@@ -340,11 +339,8 @@ def write_dataset(
     finished = {t.filename: load_finished(plan.out_dir, t) for t in plan.tasks}
     todo = [t for t in plan.tasks if finished[t.filename] is None]
     if len(todo) < len(plan.tasks):
-        logger.info(
-            "resuming: %d of %d shards already written",
-            len(plan.tasks) - len(todo),
-            len(plan.tasks),
-        )
+        done, planned = len(plan.tasks) - len(todo), len(plan.tasks)
+        logger.info("resuming: %d of %d shards already written", done, planned)
     # Planned inputs are the bar's total; text plans none (documents are known once read).
     total = sum(len(t.items) for t in todo) if any(t.items for t in plan.tasks) else None
     amount = [0]
