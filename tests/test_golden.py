@@ -1,4 +1,5 @@
-"""Golden bytes: one small image shard and small text shards, hashed.
+"""Golden bytes: one small image shard and small text shards, hashed; and their manifests,
+committed in tests/golden/ (paths as <TMP>), equal field for field.
 
 The inputs are fixed bytes (three JPEGs written out here, a WordPiece vocab.txt and literal
 documents), so no encoder or tokenizer-training version can move the hashes: a change here is
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -71,6 +73,22 @@ DOCUMENTS = {
 }
 
 
+GOLDEN = Path(__file__).parent / "golden"
+# Fields that differ between two runs of the same conversion: inputs' mtimes, tool versions.
+VOLATILE = ("fingerprint", "inputs_fingerprint", "versions")
+
+
+def assert_manifest_is_golden(tmp_path: Path, name: str) -> None:
+    """The fresh manifest equals the committed one but for VOLATILE fields."""
+    fresh = json.loads(
+        (tmp_path / "golden" / "feedgpu.json").read_text().replace(str(tmp_path), "<TMP>")
+    )
+    golden = json.loads((GOLDEN / f"{name}.feedgpu.json").read_text())
+    for key in VOLATILE:
+        fresh.pop(key), golden.pop(key)
+    assert fresh == golden
+
+
 def _digests(out: Path) -> dict[str, str]:
     return {
         p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16]
@@ -87,6 +105,7 @@ def test_image_shard_bytes_are_pinned(tmp_path: Path) -> None:
     out = tmp_path / "golden"
     convert_images(str(src), str(out), ImageOptions(num_shards=1, name="golden"), quiet=True)
     assert _digests(out) == {"golden-train.tfrecord-00000-of-00001": "10d16e2b5c72a084"}
+    assert_manifest_is_golden(tmp_path, "image")
 
 
 # 2026-12-01: documents routed to shards by SipHash of their ids (text_examples.route), not
@@ -126,3 +145,4 @@ def test_text_shard_bytes_are_pinned(tmp_path: Path, extra: dict, expected: dict
     )
     convert_text(str(src), str(out), options, quiet=True)
     assert _digests(out) == expected
+    assert_manifest_is_golden(tmp_path, "packed" if extra else "text")
