@@ -197,7 +197,7 @@ def run_plain(tokenizer, docs: list[str], out_dir: str) -> float:
 
 def run_ours(src: str, out_dir: str, tokenizer_arg: str) -> tuple[float, int]:
     from feedgpu import read_manifest
-    from feedgpu.converters.text import TextOptions, convert_text
+    from feedgpu.converters.text.convert import TextOptions, convert_text
 
     shutil.rmtree(out_dir, ignore_errors=True)
     start = time.perf_counter()
@@ -209,7 +209,7 @@ def run_ours(src: str, out_dir: str, tokenizer_arg: str) -> tuple[float, int]:
 
 
 def _train_tokenizer(spec: str, sample: list[str], out_dir: str) -> None:
-    from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
+    from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
 
     load_tokenizer(TokenizerSpec.parse(spec), iter(sample)).save(out_dir)
 
@@ -293,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> list[TextBenchResult]:
     import tensorflow  # noqa: F401
 
     tf_import_s = time.perf_counter() - t0
-    from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
+    from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
 
     tmp = tempfile.mkdtemp(prefix="bench_text_")
     kind = "bpe" if args.bpe else "wordpiece"

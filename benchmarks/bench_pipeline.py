@@ -182,7 +182,7 @@ def text_rates(corpus: str, data: str, vocab: str, batch: int, tokens: int) -> d
     from tokenizers import Tokenizer
 
     import feedgpu
-    from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
+    from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
 
     spec = feedgpu.PipelineSpec.for_dataset(data, batch_size=batch, training=True)
     width = spec.max_length
@@ -264,8 +264,8 @@ def main(argv: Sequence[str] | None = None) -> PipelineBenchResult:
     from bench_convert_text import make_corpus
 
     import feedgpu
-    from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
-    from feedgpu.pipeline.text import padding_waste
+    from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
+    from feedgpu.pipeline.buckets import padding_waste
 
     tmp = tempfile.mkdtemp(prefix="bench_pipeline_")
     root = args.data or tmp

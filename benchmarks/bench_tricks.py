@@ -71,7 +71,8 @@ def _cached_mb() -> float:
 def switched_off(trick: str) -> Iterator[None]:
     """The trick replaced by its plain equivalent until the block ends."""
     from feedgpu.convert import heap
-    from feedgpu.converters import text_chunks, text_sources
+    from feedgpu.converters.text import chunks as text_chunks
+    from feedgpu.converters.text import sources as text_sources
     from feedgpu.format import records
 
     saved: list[tuple[object, str, object]] = []

@@ -100,7 +100,7 @@ def hf_alone(texts: list[str], vocab_size: int) -> tuple[float, tuple[str, ...]]
 
 
 def ours(texts: list[str], vocab_size: int) -> tuple[float, tuple[str, ...]]:
-    from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
+    from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
 
     start = time.perf_counter()
     tok = load_tokenizer(TokenizerSpec.parse(f"train:wordpiece:{vocab_size}"), texts)

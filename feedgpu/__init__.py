@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from feedgpu.bench.trace import InputWindow
     from feedgpu.convert.run import ConversionReport
     from feedgpu.converters.images import ImageOptions, convert_images
-    from feedgpu.converters.text import TextOptions, convert_text
+    from feedgpu.converters.text.convert import TextOptions, convert_text
     from feedgpu.errors import DatasetError, FeedgpuError, InputError, UsageError
     from feedgpu.format.layout import Feature
     from feedgpu.format.manifest import Manifest, read_manifest
@@ -52,8 +52,8 @@ _EXPORTS = {
     "ConversionReport": "feedgpu.convert.run",
     "ImageOptions": "feedgpu.converters.images",
     "convert_images": "feedgpu.converters.images",
-    "TextOptions": "feedgpu.converters.text",
-    "convert_text": "feedgpu.converters.text",
+    "TextOptions": "feedgpu.converters.text.options",
+    "convert_text": "feedgpu.converters.text.convert",
     "DeviceConfig": "feedgpu.bench.device",
     "DeviceSetup": "feedgpu.bench.device",
     "DeviceSetupError": "feedgpu.bench.device",

@@ -7,6 +7,8 @@ into TensorFlow's private names.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -83,3 +85,45 @@ def trace_step(index: int) -> Any:
     import tensorflow as tf
 
     return tf.profiler.experimental.Trace("train", step_num=index, _r=1)
+
+
+@contextlib.contextmanager
+def graph_seed_cleared() -> Iterator[None]:
+    """The current graph's seed (`tf.random.set_seed`) cleared while random ops are made.
+
+    tf.data pairs an op seed with the graph-level seed: a script that sets it, or not, would see
+    another order (and a graph seed of 0 breaks a tensor op seed). TensorFlow has no public way
+    to make one op ignore the graph seed; the graph's `seed` attribute (through `tf.compat.v1`)
+    is what it reads.
+    """
+    import tensorflow as tf
+
+    graph = tf.compat.v1.get_default_graph()
+    saved, graph.seed = graph.seed, None
+    try:
+        yield
+    finally:
+        graph.seed = saved
+
+
+def xspace() -> Any:
+    """An empty `XSpace` message, to parse a profiler trace (`*.xplane.pb`) into.
+
+    The profiler writes its traces in this protocol buffer; TensorFlow ships its generated
+    class under `tensorflow.tsl` but exports no public name for it, and the tensorboard
+    plugin that reads it is another (heavy) package.
+    """
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    return xplane_pb2.XSpace()
+
+
+def scalar_metadata() -> bytes:
+    """The serialized summary metadata that marks a tensor summary as a TensorBoard scalar
+    (what `tf.summary.scalar` writes, which lives in the tensorboard package, not in
+    TensorFlow); `tf.summary.write` takes it as bytes."""
+    from tensorflow.core.framework import summary_pb2
+
+    metadata = summary_pb2.SummaryMetadata()
+    metadata.plugin_data.plugin_name = "scalars"
+    return bytes(metadata.SerializeToString())

@@ -25,8 +25,9 @@ from feedgpu.bench.device import (
 from feedgpu.bench.gpu_monitor import GpuMonitor
 from feedgpu.bench.measure import BenchOptions, bench_input
 from feedgpu.bench.models import build_workload
+from feedgpu.bench.records import PipelineRate
 from feedgpu.bench.render import render_report
-from feedgpu.bench.report import PipelineRate, verdict_for
+from feedgpu.bench.report import verdict_for
 from feedgpu.bench.schema import BENCH_REPORT_SCHEMA
 from feedgpu.bench.spread import Spread
 from feedgpu.bench.steps import compute_gradients, make_train_step
@@ -438,7 +439,8 @@ def test_simulated_workers_read_every_record_exactly_once(images: str) -> None:
 
 
 def test_report_explains_a_gap_that_is_not_input_wait() -> None:
-    from feedgpu.bench.report import BenchReport, CapacityPlan, PipelineRate, StepRate
+    from feedgpu.bench.records import PipelineRate, StepRate
+    from feedgpu.bench.report import BenchReport, CapacityPlan
 
     def steps(rate: float, step_ms: float, share: float) -> StepRate:
         wait = step_ms * share

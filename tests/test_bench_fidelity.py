@@ -16,13 +16,14 @@ import pytest
 import tensorflow as tf
 
 import feedgpu
-from feedgpu.bench.ablation import AblationResult, run_ablation
+from feedgpu.bench.ablation import run_ablation
 from feedgpu.bench.advice import advice_for
 from feedgpu.bench.bench_spec import bench_spec
 from feedgpu.bench.device import DeviceConfig, resolve_devices
 from feedgpu.bench.measure import BenchOptions, bench_input
+from feedgpu.bench.records import AblationResult, PipelineRate, StepRate
 from feedgpu.bench.render import render_report
-from feedgpu.bench.report import BenchReport, CapacityPlan, PipelineRate, StepRate
+from feedgpu.bench.report import BenchReport, CapacityPlan
 from feedgpu.bench.rounds import measure_pipeline
 from feedgpu.bench.spread import Spread
 from feedgpu.bench.steps import StepTimes

@@ -10,8 +10,9 @@ import pytest
 import tensorflow as tf
 
 from feedgpu.bench.device import resolve_devices
+from feedgpu.bench.records import PipelineRate, StepRate
 from feedgpu.bench.render import render_report
-from feedgpu.bench.report import BenchReport, CapacityPlan, PipelineRate, StepRate
+from feedgpu.bench.report import BenchReport, CapacityPlan
 from feedgpu.bench.rounds import MIN_STEPS, PhaseProgress, alternate_rounds
 from feedgpu.bench.spread import ROUNDS, Spread
 from feedgpu.pipeline.spec import PipelineSpec

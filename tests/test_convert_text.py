@@ -11,8 +11,8 @@ from conftest import shard_examples
 from tokenizers import Tokenizer
 
 from feedgpu import DatasetError, UsageError, read_manifest
-from feedgpu.converters.text import TextOptions, convert_text
-from feedgpu.converters.tokenizer import TextTokenizer
+from feedgpu.converters.text.convert import TextOptions, convert_text
+from feedgpu.converters.text.tokenizer import TextTokenizer
 
 
 def source_text(src: Path, doc_id: str) -> str:
@@ -307,7 +307,7 @@ def test_examples_built_in_graph_are_encode_example_bytes(max_length) -> None:
     exactly what `encode_example` would."""
     import numpy as np
 
-    from feedgpu.converters import text_examples
+    from feedgpu.converters.text import examples as text_examples
     from feedgpu.format.records import encode_example
 
     per_doc = [[7, 1, 9], [], [1] * 40, [300, 2**20, 5, 1], [4, 2**40]]
@@ -344,7 +344,7 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
     against the fast path, what was tokenized meanwhile is redone with HF."""
     import threading
 
-    from feedgpu.converters.text_chunks import TextRunner
+    from feedgpu.converters.text.chunks import TextRunner
 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "!"]
     (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
@@ -390,7 +390,7 @@ def test_json_lines_edge_cases_read_as_the_standard_library_reads_them(tmp_path:
     skip reasons are what the standard library alone gives."""
     from feedgpu.convert.plan import Skip
     from feedgpu.converters.listing import SourceFile
-    from feedgpu.converters.text_sources import Document, ReadOptions, iter_documents
+    from feedgpu.converters.text.sources import Document, ReadOptions, iter_documents
 
     lines = [
         b'{"text": "plain", "label": "a"}',
@@ -427,8 +427,8 @@ def test_blocks_of_json_lines_are_the_same_documents_as_line_by_line(
     skip must be what the line-by-line reader gives, whatever unusual lines a block holds."""
     import random
 
-    from feedgpu.converters import text_sources
     from feedgpu.converters.listing import SourceFile
+    from feedgpu.converters.text import sources as text_sources
 
     rng = random.Random(3)
     unusual = [b"", b"   ", b"null", b"[1, 2]", b'{"text": ""}', b'{"text": "  "}', b"{bad"]
@@ -459,7 +459,7 @@ def test_blocks_of_json_lines_are_the_same_documents_as_line_by_line(
 
 def test_blocks_of_long_lines_stay_within_their_byte_budget(monkeypatch) -> None:
     """A block holds a few long lines, not thousands: reading stays streamed for books too."""
-    from feedgpu.converters import text_sources
+    from feedgpu.converters.text import sources as text_sources
 
     monkeypatch.setattr(text_sources, "BLOCK_BYTES", 5000)
     lines = iter([b"%04d" % i + b"x" * 996 for i in range(100)] + [b"short"] * 3000)
@@ -482,7 +482,7 @@ def test_documents_marked_plain_are_exactly_the_ones_the_fast_path_gets_right(
     from tokenizers import BertWordPieceTokenizer
 
     from feedgpu.converters.listing import SourceFile
-    from feedgpu.converters.text_sources import Document, ReadOptions, iter_documents
+    from feedgpu.converters.text.sources import Document, ReadOptions, iter_documents
 
     rng = random.Random(7)
     alphabet = ["a", "Z", " ", "\t", "\n", "\r", "\\", "u", "b", "f", '"', "\x01", "\x08"]
@@ -515,8 +515,8 @@ def test_plain_batches_take_the_short_graph_with_the_whole_tokenizers_ids(
 
     import numpy as np
 
-    from feedgpu.converters.text_examples import per_text_ids
-    from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
+    from feedgpu.converters.text.examples import per_text_ids
+    from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "Hello", "world", "##s"]
     vocab += ["!", ",", ".", "the", "The", "##re", "a", "x", "(", ")"]

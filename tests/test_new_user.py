@@ -22,7 +22,7 @@ from conftest import make_document
 import feedgpu
 from feedgpu import PipelineSpec, TextOptions, UsageError
 from feedgpu.cli import main
-from feedgpu.converters.tokenizer import TokenizerSpec, load_tokenizer
+from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
 from feedgpu.samples import write_sample_images
 
 ROOT = Path(__file__).resolve().parent.parent

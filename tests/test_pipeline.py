@@ -10,8 +10,8 @@ import tensorflow as tf
 
 import feedgpu
 from feedgpu import DatasetError, PipelineSpec, TextOptions, UsageError
+from feedgpu.pipeline.buckets import choose_boundaries, padding_waste
 from feedgpu.pipeline.images import decode_crop_resize
-from feedgpu.pipeline.text import choose_boundaries, padding_waste
 
 
 def test_training_images_static_shapes_and_labels(image_data: Path) -> None:

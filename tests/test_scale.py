@@ -219,7 +219,8 @@ def test_bench_input_through_the_service_plans_workers(service_data: str) -> Non
 
 
 def test_capacity_plan_counts_cores_hosts_and_service_workers_to_the_ceiling() -> None:
-    from feedgpu.bench.report import CapacityPlan, PipelineRate, StepRate
+    from feedgpu.bench.records import PipelineRate, StepRate
+    from feedgpu.bench.report import CapacityPlan
 
     def ceiling(examples_per_s: float) -> StepRate:
         return StepRate(examples_per_s, 10, 12, 0, 0.0, 20, 0.2, 2, None, None)

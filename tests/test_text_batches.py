@@ -6,10 +6,10 @@ import json
 import random
 from pathlib import Path
 
-from feedgpu.converters import text_batches
 from feedgpu.converters.listing import SourceFile
-from feedgpu.converters.text import TextSource
-from feedgpu.converters.text_batches import Labels, iter_batches
+from feedgpu.converters.text import batches as text_batches
+from feedgpu.converters.text.batches import Labels, iter_batches
+from feedgpu.converters.text.options import TextSource
 
 
 def test_batches_fill_by_characters_or_documents_and_keep_every_document(

@@ -4,6 +4,7 @@ in the shards and in the pipeline's batches; bucket boundaries for tiny length c
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from conftest import shard_examples
 
 import feedgpu
 from feedgpu import DatasetError, TextOptions, UsageError, convert_text, read_manifest
-from feedgpu.pipeline.text import choose_boundaries, padding_waste
+from feedgpu.pipeline.buckets import choose_boundaries, padding_waste
 
 ROBERTA_VOCAB = ["<s>", "<pad>", "</s>", "<unk>", "the", "cat", "sat", "on", "mat", "a", "dog"]
 DOCS = ["the cat sat", "a dog", "the mat on the mat", "cat"]
@@ -117,24 +118,31 @@ def test_a_tokenizer_without_pad_token_pads_with_its_end_of_text_token(tmp_path:
 
 
 def test_format_1_manifests_are_read_with_the_pad_id_their_packer_used(tmp_path: Path) -> None:
-    tokenizer = word_level_tokenizer(tmp_path / "tokenizer.json", ROBERTA_VOCAB, "<s>", "</s>")
+    # tests/golden/format1-packed: a format-1 manifest (no pad fields) of text packed into 8
+    # ids with a RoBERTa-like vocabulary ("<pad>" is id 1), and the tokenizer.json beside it.
     out = tmp_path / "old"
-    options = TextOptions(tokenizer=str(tokenizer), doc_per_line=True, pack=8, num_shards=1)
-    convert_text(str(corpus(tmp_path)), str(out), options, quiet=True)
+    shutil.copytree(Path(__file__).parent / "golden" / "format1-packed", out)
     path = out / "feedgpu.json"
-    data = json.loads(path.read_text())
-    data["format_version"] = 1
-    for key in ("pad_id", "pad_token", "pad_choice"):
-        del data["tokenizer"][key]
-    path.write_text(json.dumps(data))
     manifest = read_manifest(str(out))
     assert manifest.tokenizer is not None and manifest.tokenizer.pad_id == 1
     assert feedgpu.PipelineSpec.for_dataset(str(out)).pad_id == 1
 
+    data = json.loads(path.read_text())
     data["format_version"] = 99
     path.write_text(json.dumps(data))
     with pytest.raises(DatasetError, match=r"written by a newer feedgpu \(manifest format 99"):
         read_manifest(str(out))
+
+
+@pytest.mark.parametrize("name", ["image", "text", "packed"])
+def test_golden_format_2_manifests_are_read(tmp_path: Path, name: str) -> None:
+    golden = Path(__file__).parent / "golden" / f"{name}.feedgpu.json"
+    (tmp_path / "feedgpu.json").write_bytes(golden.read_bytes())
+    manifest = read_manifest(str(tmp_path))
+    assert manifest.kind == ("image" if name == "image" else "text")
+    assert manifest.labelled == (name != "packed")
+    assert manifest.pack_length == (8 if name == "packed" else None)
+    assert manifest.split("train").num_examples == 6
 
 
 def test_bucket_boundaries_for_tiny_length_counts() -> None:

@@ -8,9 +8,9 @@ import string
 import pytest
 from tokenizers import BertWordPieceTokenizer
 
-from feedgpu.converters.text_examples import per_text_ids
-from feedgpu.converters.text_redo import needs_reference, word_runs
-from feedgpu.converters.tokenizer import TextTokenizer
+from feedgpu.converters.text.examples import per_text_ids
+from feedgpu.converters.text.redo import needs_reference, word_runs
+from feedgpu.converters.text.tokenizer import TextTokenizer
 
 # Odd to the fast path: compatibility forms (NFKD differs), case folding, final sigma,
 # controls and format characters, a long non-ASCII word (its limit counted in bytes).
@@ -72,7 +72,7 @@ def test_texts_cleared_in_graph_are_never_ones_python_would_check(lowercase: boo
     clears that `needs_reference` flags would reach the fast path and get wrong ids."""
     import tensorflow as tf
 
-    from feedgpu.converters.text_redo import (
+    from feedgpu.converters.text.redo import (
         CHECKED_BLOCKS,
         FINE_BLOCKS,
         _odd_char,

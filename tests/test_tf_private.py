@@ -91,3 +91,65 @@ def test_trackable_base_saves_and_restores_through_its_own_tensors(tmp_path) -> 
     again = Held(0)
     tf.train.Checkpoint(held=again).read(path).assert_consumed()
     assert again.value == 7, _gone("the _serialize_to_tensors protocol", "trackable_base")
+
+
+def test_graph_seed_cleared_makes_a_keyed_shuffle_ignore_set_seed() -> None:
+    import tensorflow as tf
+
+    from feedgpu.pipeline.keyed import keyed_shuffle
+
+    def order(graph_seed: int | None) -> list[int]:
+        if graph_seed is not None:
+            tf.random.set_seed(graph_seed)
+        try:  # inside a dataset function, as an epoch plan makes its shuffles: a graph
+            ds = tf.data.Dataset.from_tensors(tf.constant(5, tf.int64)).flat_map(
+                lambda key: keyed_shuffle(tf.data.Dataset.range(64), 64, key)
+            )
+            return [int(x) for x in ds]
+        finally:
+            tf.random.set_seed(None)
+
+    unset = order(None)
+    assert unset != list(range(64))  # shuffled at all
+    assert order(1) == unset and order(2) == unset, _gone(
+        "the graph's seed attribute", "graph_seed_cleared"
+    )
+
+
+def test_trace_step_marks_a_step_that_xspace_reads_back(tmp_path) -> None:
+    import glob
+
+    import tensorflow as tf
+
+    from feedgpu.tf_private import trace_step, xspace
+
+    tf.profiler.experimental.start(str(tmp_path))
+    try:
+        with trace_step(3):
+            tf.reduce_sum(tf.ones([64, 64])).numpy()
+    finally:
+        tf.profiler.experimental.stop()
+    files = glob.glob(str(tmp_path / "plugins" / "profile" / "*" / "*.xplane.pb"))
+    assert files, "the profiler wrote no trace"
+    names = set()
+    for path in files:
+        try:
+            space = xspace()
+        except ImportError:
+            pytest.fail(_gone("tsl.profiler.protobuf.xplane_pb2", "xspace"))
+        with open(path, "rb") as f:
+            space.ParseFromString(f.read())
+        for plane in space.planes:
+            names |= {meta.name for meta in plane.event_metadata.values()}
+    assert any(n.startswith("train") for n in names), _gone("Trace(..., _r=1)", "trace_step")
+
+
+def test_scalar_metadata_names_the_scalars_plugin() -> None:
+    from tensorflow.core.framework import summary_pb2
+
+    from feedgpu.tf_private import scalar_metadata
+
+    parsed = summary_pb2.SummaryMetadata.FromString(scalar_metadata())
+    assert parsed.plugin_data.plugin_name == "scalars", _gone(
+        "core.framework.summary_pb2", "scalar_metadata"
+    )

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from feedgpu.convert.plan import Skip
 from feedgpu.converters.listing import check_strict, hash_split
-from feedgpu.converters.text_sources import Document, DocumentBlock, ReadOptions, iter_blocks
+from feedgpu.converters.text.sources import Document, DocumentBlock, ReadOptions, iter_blocks
 
 if TYPE_CHECKING:
-    from feedgpu.converters.text import TextSource
+    from feedgpu.converters.text.options import TextSource
 
 # What a tokenizer thread takes at once: 8,192 documents or 1 MiB of text, whichever fills
 # first. Each batch costs ~2 ms beyond its documents (graph calls, tensors, GIL handoffs), so

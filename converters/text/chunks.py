@@ -28,8 +28,8 @@ from feedgpu.convert.run import DatasetPlan, RunOutput
 from feedgpu.converters.listing import (
     parse_split_fractions,
 )
-from feedgpu.converters.text_batches import Batch, Labels, iter_batches
-from feedgpu.converters.text_examples import (
+from feedgpu.converters.text.batches import Batch, Labels, iter_batches
+from feedgpu.converters.text.examples import (
     BuiltExamples,
     ExampleBuilder,
     flat_ids,
@@ -37,18 +37,18 @@ from feedgpu.converters.text_examples import (
     route,
     route_key,
 )
-from feedgpu.converters.text_parity import compare_paths
-from feedgpu.converters.text_pieces import (
+from feedgpu.converters.text.parity import compare_paths
+from feedgpu.converters.text.pieces import (
     ChunkWriter,
     PieceShardBody,
     text_statistics,
 )
-from feedgpu.converters.text_sources import Document, input_bytes, iter_documents
-from feedgpu.converters.tokenizer import TextTokenizer
+from feedgpu.converters.text.sources import Document, input_bytes, iter_documents
+from feedgpu.converters.text.tokenizer import TextTokenizer
 from feedgpu.errors import InputError
 
 if TYPE_CHECKING:
-    from feedgpu.converters.text import TextOptions, TextSource
+    from feedgpu.converters.text.options import TextOptions, TextSource
 
 logger = logging.getLogger(__name__)
 # A chunk marker of another format (an older feedgpu) is redone. 3: shards by SipHash.

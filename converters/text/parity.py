@@ -11,9 +11,9 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from feedgpu.converters.text_examples import per_text_ids
-from feedgpu.converters.text_sources import Document
-from feedgpu.converters.tokenizer import TextTokenizer
+from feedgpu.converters.text.examples import per_text_ids
+from feedgpu.converters.text.sources import Document
+from feedgpu.converters.text.tokenizer import TextTokenizer
 
 logger = logging.getLogger(__name__)
 # The parity sample: a thousandth of the corpus, within bounds. HF, the reference, tokenizes

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from feedgpu.converters.text_examples import per_text_ids
-from feedgpu.converters.text_redo import cleared_in_graph, needs_reference, word_runs
+from feedgpu.converters.text.examples import per_text_ids
+from feedgpu.converters.text.redo import cleared_in_graph, needs_reference, word_runs
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import PAD_TOKENS, pad_token_id
 
@@ -320,7 +320,7 @@ def load_tokenizer(spec: TokenizerSpec, training_texts: Iterable[str] = ()) -> T
         # Streamed (the corpus is never held in memory) when training_texts can be read again,
         # as the converter's can; a one-shot iterator is kept in a list for the two passes.
         again = iter(training_texts) is not training_texts
-        from feedgpu.converters.wordpiece_vocab import learn_wordpiece
+        from feedgpu.converters.text.wordpiece_vocab import learn_wordpiece
 
         vocab = learn_wordpiece(
             training_texts if again else list(training_texts),

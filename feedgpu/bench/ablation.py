@@ -10,15 +10,14 @@ real spec changes, so the best of them is a spec the user can keep.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from feedgpu.bench.spread import Spread
+from feedgpu.bench.records import AblationResult, AblationRow
 from feedgpu.pipeline.spec import PipelineSpec, fits_memory_cache
 from feedgpu.pipeline.stages import SKIPPABLE_STAGES, StageChanges
 
 if TYPE_CHECKING:
-    from feedgpu.bench.report import PipelineRate
+    from feedgpu.bench.records import PipelineRate
 
 # A stage is named only if making it free saves at least this share of the host time.
 MIN_SHARE_NAMED = 0.10
@@ -35,64 +34,6 @@ ADVICE = {
     "augment": "augmentation costs most: move it into the model (Keras preprocessing layers run "
     "on the accelerator) or make it simpler",
 }
-
-
-@dataclass(frozen=True)
-class AblationRow:
-    """One variant of the pipeline, measured alone.
-
-    Attributes:
-        variant: what changed, e.g. "decode free" or "cache='memory'".
-        stage: the stage made free (None for a setting).
-        examples_per_s: the variant's rate.
-        speedup: rate over the baseline measured in the same ablation.
-        saved_ms_per_example: host time per example the free stage saves (stages only).
-        spread: examples/s over the variant's timed windows.
-        measurable: the spread clears the baseline's (and a free stage saves time); else "no
-            measurable effect", and the speedup and saving are the noise's, not the variant's.
-    """
-
-    variant: str
-    stage: str | None
-    examples_per_s: float
-    speedup: float
-    saved_ms_per_example: float | None = None
-    spread: Spread | None = None
-    measurable: bool = True
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "variant": self.variant,
-            "stage": self.stage,
-            "examples_per_s": round(self.examples_per_s, 2),
-            "speedup": round(self.speedup, 3),
-            "saved_ms_per_example": None
-            if self.saved_ms_per_example is None
-            else round(self.saved_ms_per_example, 4),
-            "spread": None if self.spread is None else self.spread.to_json(),
-            "measurable": self.measurable,
-        }
-
-
-@dataclass(frozen=True)
-class AblationResult:
-    """Rows, the stage named (or None) and what to change, and the best measured spec.
-
-    Attributes:
-        baseline_examples_per_s: the unchanged pipeline, measured alongside the variants.
-        baseline_spread: its examples/s over its timed windows.
-        rows: one per variant.
-        bottleneck: the stage costing most, when one costs at least MIN_SHARE_NAMED.
-        advice: what to change, one line each.
-        best_spec: the fastest spec among the baseline and the settings tried.
-    """
-
-    baseline_examples_per_s: float
-    rows: tuple[AblationRow, ...]
-    bottleneck: str | None
-    advice: tuple[str, ...]
-    best_spec: PipelineSpec
-    baseline_spread: Spread | None = None
 
 
 def setting_variants(spec: PipelineSpec, split_bytes: int) -> list[tuple[str, dict[str, Any]]]:

@@ -19,14 +19,8 @@ from feedgpu.bench.bench_spec import bench_spec
 from feedgpu.bench.device import DeviceSetup, resolve_devices
 from feedgpu.bench.options import BenchOptions
 from feedgpu.bench.phases import make_report, measure_step
-from feedgpu.bench.report import (
-    SATURATED_SHARE,
-    BenchReport,
-    CapacityPlan,
-    Compared,
-    PipelineRate,
-    StepRate,
-)
+from feedgpu.bench.records import PipelineRate, StepRate
+from feedgpu.bench.report import SATURATED_SHARE, BenchReport, CapacityPlan, Compared
 from feedgpu.bench.rounds import PhaseProgress, measure_pipeline, profile_steps
 from feedgpu.bench.train_step import TrainStep, train_step_for
 from feedgpu.bench.user_data import DatasetShape

@@ -166,16 +166,16 @@ def _write_scalars(writer: Any, step: int, scalars: dict[str, float]) -> None:
     scalars plugin's metadata (what `tf.summary.scalar` writes, without needing the
     tensorboard package installed)."""
     import tensorflow as tf
-    from tensorflow.core.framework import summary_pb2
 
-    metadata = summary_pb2.SummaryMetadata()
-    metadata.plugin_data.plugin_name = "scalars"
+    from feedgpu.tf_private import scalar_metadata
+
+    metadata = scalar_metadata()
     with writer.as_default(step=step):
         for name, value in scalars.items():
             tf.summary.write(
                 f"feedgpu/{name}",
                 tf.constant(value, tf.float32),
-                metadata=metadata.SerializeToString(),
+                metadata=metadata,
             )
     writer.flush()
 

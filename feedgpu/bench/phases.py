@@ -9,7 +9,8 @@ from typing import Any
 from feedgpu.bench.advice import advice_for
 from feedgpu.bench.device import DeviceSetup
 from feedgpu.bench.options import BenchOptions
-from feedgpu.bench.report import BenchReport, PipelineRate, StepRate
+from feedgpu.bench.records import PipelineRate, StepRate
+from feedgpu.bench.report import BenchReport
 from feedgpu.bench.rounds import ModelRun, PhaseProgress, measure_model
 from feedgpu.bench.train_step import TrainStep, time_other_xla
 

@@ -9,116 +9,20 @@ from __future__ import annotations
 import json
 import math
 import os
-import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from feedgpu.bench.ablation import AblationResult
 from feedgpu.bench.device import DeviceSetup
+from feedgpu.bench.records import MIN_STEPS, AblationResult, PipelineRate, StepRate
 from feedgpu.bench.schema import SCHEMA_ID
 from feedgpu.bench.spread import Spread
-from feedgpu.bench.steps import StepTimes
 from feedgpu.bench.train_step import StepSettings
 from feedgpu.pipeline.spec import PipelineSpec
 
 SATURATED_SHARE = 0.05  # the TF Profiler's input-bound thresholds
 HIGHLY_SHARE = 0.20
-MIN_STEPS = 20  # timed steps a phase needs (time allowing) before its verdict is told
 # End to end this far above the ceiling means the phases met different conditions.
 BEYOND_CEILING = 1.10
-
-
-@dataclass(frozen=True)
-class PipelineRate:
-    """The pipeline alone: how fast it delivers with nothing consuming.
-
-    Attributes:
-        first_batch_s: from creating the iterator to the first batch (start-up latency).
-        examples_per_s: steady state, after warm-up.
-        batches_per_s: steady state.
-        host_cpu_ms_per_example: process CPU time per example while it ran.
-        num_batches: batches timed.
-        spread: examples/s over the timed windows.
-    """
-
-    first_batch_s: float
-    examples_per_s: float
-    batches_per_s: float
-    host_cpu_ms_per_example: float
-    num_batches: int
-    spread: Spread | None = None
-
-
-@dataclass(frozen=True)
-class StepRate:
-    """The model consuming batches (the ceiling: resident batches; end to end: the pipeline).
-
-    Attributes:
-        examples_per_s: the median over the rounds of examples over their timed step time.
-        step_ms_median: median step time (input wait included).
-        step_ms_p90: 90th percentile step time.
-        wait_ms_median: median time blocked waiting for a batch.
-        input_share: the median over the rounds of their input wait over step time.
-        num_steps: timed steps.
-        total_s: the timed steps' total time (input wait included).
-        warmup_steps: untimed steps (first steps and compiling shapes).
-        loss_first: loss of the first timed step.
-        loss_last: loss of the last timed step (lower: the model really trains).
-        spread: examples/s over the rounds.
-        share_spread: input share over the rounds.
-        stopped_early: the time cap came before MIN_STEPS timed steps.
-    """
-
-    examples_per_s: float
-    step_ms_median: float
-    step_ms_p90: float
-    wait_ms_median: float
-    input_share: float
-    num_steps: int
-    total_s: float
-    warmup_steps: int
-    loss_first: float | None
-    loss_last: float | None
-    spread: Spread | None = None
-    share_spread: Spread | None = None
-    stopped_early: bool = False
-
-    @classmethod
-    def from_rounds(cls, rounds: list[StepTimes]) -> StepRate:
-        """One phase measured in rounds: the whole, with each number's spread over them.
-
-        The headline rate and input share are the median of the rounds, the statistic the
-        spread is built on, so a headline always lies inside its own p10-p90.
-        """
-        whole = cls.from_times(StepTimes.merged(rounds))
-        timed = [r for r in rounds if r.wait_s]
-        if not timed:
-            return whole
-        rates, shares = [r.examples_per_s for r in timed], [r.input_share for r in timed]
-        return replace(
-            whole,
-            examples_per_s=statistics.median(rates),
-            input_share=statistics.median(shares),
-            spread=Spread.of(rates),
-            share_spread=Spread.of(shares),
-        )
-
-    @classmethod
-    def from_times(cls, times: StepTimes) -> StepRate:
-        waits = sorted(times.wait_s)
-        return cls(
-            examples_per_s=times.examples_per_s,
-            step_ms_median=times.step_ms(0.5),
-            step_ms_p90=times.step_ms(0.9),
-            wait_ms_median=1000 * waits[len(waits) // 2] if waits else 0.0,
-            input_share=times.input_share,
-            num_steps=len(times.wait_s),
-            total_s=times.total_s,
-            warmup_steps=times.warmup_steps,
-            loss_first=times.losses[0] if times.losses else None,
-            loss_last=times.losses[-1] if times.losses else None,
-            stopped_early=times.stopped_early,
-        )
 
 
 @dataclass(frozen=True)
@@ -320,15 +224,7 @@ class BenchReport:
             "advice": list(self.advice),
             "run": None if self.run is None else self.run.to_json(),
             "ran_with": {k: _json_value(v) for k, v in self.ran_with.items()},
-            "ablation": None
-            if self.ablation is None
-            else {
-                "baseline_examples_per_s": round(self.ablation.baseline_examples_per_s, 2),
-                "baseline_spread": _json_value(self.ablation.baseline_spread),
-                "rows": [r.to_json() for r in self.ablation.rows],
-                "bottleneck": self.ablation.bottleneck,
-                "advice": list(self.ablation.advice),
-            },
+            "ablation": None if self.ablation is None else self.ablation.to_json(),
             "capacity": rounded(self.capacity),
             "spec": None if self.spec is None else json_spec(self.spec),
             "notes": list(self.notes),

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from feedgpu.bench.gpu_monitor import GpuMonitor
-from feedgpu.bench.report import MIN_STEPS, PipelineRate, StepRate
+from feedgpu.bench.records import MIN_STEPS, PipelineRate, StepRate
 from feedgpu.bench.spread import ROUNDS, Spread
 from feedgpu.bench.steps import StepTimes, batch_size_of, time_steps
 from feedgpu.progress import progress_bar

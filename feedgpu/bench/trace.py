@@ -90,7 +90,7 @@ def read_window(
     wall_s instead (a custom loop's window, timed by the caller), every batch fetch in the
     trace counts, over that length.
     """
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    from feedgpu.tf_private import xspace
 
     runs = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", "*")))
     files = glob.glob(os.path.join(runs[-1], "*.xplane.pb")) if runs else []
@@ -98,7 +98,7 @@ def read_window(
     fetches: list[tuple[int, int]] = []
     busy: list[tuple[int, int]] = []  # ops of the model running (host threads or devices)
     for path in files:
-        space = xplane_pb2.XSpace()
+        space = xspace()
         with open(path, "rb") as f:
             space.ParseFromString(f.read())
         for plane in space.planes:

@@ -56,7 +56,7 @@ def convert_images(args: argparse.Namespace) -> int:
 
 
 def convert_text(args: argparse.Namespace) -> int:
-    from feedgpu.converters.text import TextOptions, convert_text
+    from feedgpu.converters.text.convert import TextOptions, convert_text
     from feedgpu.format.manifest import read_manifest
 
     options = options_from(TextOptions, args, args.flags)

@@ -21,12 +21,11 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
-from feedgpu.errors import UsageError
-from feedgpu.format.manifest import read_manifest
 from feedgpu.pipeline.epochs import epoch_batches, epoch_plan, example_epoch, run_epochs
 from feedgpu.pipeline.images import image_batches
 from feedgpu.pipeline.readers import epoch_source
 from feedgpu.pipeline.spec import PipelineSpec
+from feedgpu.pipeline.split_view import view_split
 from feedgpu.pipeline.stages import StageChanges, sleep_elements
 
 if TYPE_CHECKING:
@@ -50,36 +49,29 @@ def build_pipeline(
     mid-epoch). `stages` is for measurement only (see StageChanges).
 
     Raises:
-        UsageError: the position was made for another spec, dataset or input context.
+        UsageError: the position was made for another spec, dataset or input context, or the
+            spec's kind is not the dataset's.
+        DatasetError: as `split_view.view_split`.
     """
     import tensorflow as tf
 
     from feedgpu.pipeline.text import text_batches
 
-    manifest = read_manifest(spec.data_dir)
-    if spec.kind != manifest.kind:
-        raise UsageError(
-            f"kind={spec.kind!r}: {spec.data_dir} holds {manifest.kind} examples; "
-            f"use kind={manifest.kind!r} (PipelineSpec.for_dataset sets it)"
-        )
+    view = view_split(spec, input_context)  # the manifest, read once for what follows
     stages = stages or StageChanges()
     if position is not None:
-        position.check(spec, manifest, input_context)
-    per_epoch = None if stages.skip else epoch_batches(spec, manifest, input_context)
+        position.check(spec, view)
+    per_epoch = None if stages.skip else epoch_batches(spec, view)
     # No seed: a fresh one, so unseeded runs still differ from each other.
     seed = spec.seed if spec.seed is not None else random.SystemRandom().getrandbits(62)
     plan = epoch_plan(spec, seed, position)
     image = spec.kind == "image"  # text stays in blocks until batched (see text_batches)
-    source = epoch_source(
-        spec, manifest, input_context, stages, seed, unbatched=image, keyed=plan is not None
-    )
+    source = epoch_source(spec, view, stages, seed, unbatched=image, keyed=plan is not None)
     if image:
         ds = run_epochs(plan, example_epoch(source, spec, plan is not None, seed), spec, seed)
         ds = image_batches(ds, spec, stages, seed)
     else:
-        ds = text_batches(
-            plan, source, spec, manifest.labelled, manifest.pack_length, seed, per_epoch
-        )
+        ds = text_batches(plan, source, spec, view, seed, per_epoch)
     count = None if spec.repeat or position is not None else per_epoch
     if count is not None:  # Keras then shows the epoch's length and ends it without a warning
         ds = ds.apply(tf.data.experimental.assert_cardinality(count))

@@ -8,8 +8,8 @@ epoch is cut to the smaller of the two possible counts (at most one batch a epoc
 one each epoch). Unknown (None) when records may be skipped (`ignore_errors`), epochs repeat, or
 tf.data service workers share the files out among themselves.
 
-And the epochs themselves: each epoch's key, the plan of epochs a resumable iterator runs
-(`epoch_plan`), and the numbering that keys every element's random draws (`numbered`).
+And the epochs themselves: the plan of epochs a resumable iterator runs (`epoch_plan`), each
+epoch's examples (`example_epoch`); their random draws are keyed in `keyed`.
 """
 
 from __future__ import annotations
@@ -17,50 +17,28 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from feedgpu.errors import UsageError
-from feedgpu.format.manifest import Manifest
-from feedgpu.pipeline.readers import BLOCK, keyed_shuffle
+from feedgpu.pipeline.buckets import BLOCK, BUCKET_WINDOW
+from feedgpu.pipeline.keyed import epoch_key, keyed_shuffle, numbered
 
 if TYPE_CHECKING:
     from feedgpu.pipeline.spec import PipelineSpec
-
-# Batches per bucketing window: more sorts closer to the bucket bounds, and holds more in memory.
-BUCKET_WINDOW = 16
-
-
-def examples_read(spec: PipelineSpec, manifest: Manifest, input_context: Any = None) -> int:
-    """Examples in the shard files this pipeline reads (its host's share, with a context)."""
-    shards = manifest.split(spec.split, spec.data_dir).shards
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        shards = shards[input_context.input_pipeline_id :: input_context.num_input_pipelines]
-    return sum(s.num_examples for s in shards)
+    from feedgpu.pipeline.split_view import SplitView
 
 
 def _batches(examples: int, size: int, drop_remainder: bool) -> int:
     return examples // size if drop_remainder else -(-examples // size)
 
 
-def batches_per_epoch(
-    spec: PipelineSpec, manifest: Manifest, input_context: Any = None
-) -> int | None:
-    """Batches one iteration of the pipeline yields for sure (None: not known in advance, or
-    endless).
+def epoch_batches(spec: PipelineSpec, view: SplitView) -> int | None:
+    """Batches one epoch yields for sure, repeated or not (None: not known in advance).
 
     Raises:
         UsageError: with drop_remainder, the split makes no full batch (an epoch would be empty
             and `model.fit` would train on nothing without a word).
     """
-    return None if spec.repeat else epoch_batches(spec, manifest, input_context)
-
-
-def epoch_batches(spec: PipelineSpec, manifest: Manifest, input_context: Any = None) -> int | None:
-    """Batches one epoch yields for sure, repeated or not (None: not known in advance).
-
-    Raises:
-        UsageError: as batches_per_epoch.
-    """
     if spec.ignore_errors or spec.service:  # service workers split the files
         return None
-    n = examples_read(spec, manifest, input_context)
+    n = view.num_examples
     size = spec.batch_size
     if spec.kind == "image":
         count = _batches(n, size, spec.drop_remainder)
@@ -93,20 +71,6 @@ def blocks_per_group(spec: PipelineSpec) -> int:
     """Blocks gathered into one group: about shuffle_buffer examples, and at least the
     BUCKET_WINDOW batches that bucketing sorts within."""
     return -(-max(spec.shuffle_buffer, spec.batch_size * BUCKET_WINDOW) // BLOCK)
-
-
-# Epoch keys stay below 2**62, so a key plus an element's index within its epoch never overflows.
-_KEY_BITS = (1 << 62) - 1
-
-
-def epoch_key(seed: int, epoch: Any) -> Any:
-    """An epoch's key: every random draw of the epoch is keyed by it (file order, shuffle, and
-    with the element's index, each augmentation), so any epoch can be replayed from its number."""
-    import tensorflow as tf
-
-    pair = tf.stack([tf.constant(seed, tf.int64), tf.cast(epoch, tf.int64)])
-    bits = tf.random.stateless_uniform([], pair, minval=None, maxval=None, dtype=tf.int64)
-    return tf.bitwise.bitwise_and(bits, _KEY_BITS)
 
 
 def epoch_plan(spec: PipelineSpec, seed: int, position: Any) -> Any:
@@ -143,19 +107,6 @@ def run_epochs(plan: Any, epoch: Any, spec: PipelineSpec, seed: int) -> Any:
         ds = epoch(epoch_key(seed, tf.constant(0, tf.int64)), tf.constant(0, tf.int64))
         return ds.repeat() if spec.repeat else ds
     return plan.flat_map(epoch)
-
-
-def numbered(ds: Any, key: Any, keyed: bool, seed: int) -> Any:
-    """(index, element) pairs; the index keys the element's random draws. Keyed (an epoch plan):
-    its place in the epoch plus the epoch's key, the same whenever the epoch is replayed.
-    Otherwise a fresh number per element on each iteration (reproducible per seed), so epochs
-    differ even where nothing reorders the elements."""
-    import tensorflow as tf
-
-    if keyed:
-        return ds.enumerate(start=key)
-    draws = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
-    return tf.data.Dataset.zip((draws, ds))
 
 
 def example_epoch(source: Any, spec: PipelineSpec, keyed: bool, seed: int) -> Any:

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import tensorflow as tf
 
 from feedgpu.errors import UsageError
-from feedgpu.format.manifest import Manifest, read_manifest
-from feedgpu.pipeline.epochs import epoch_batches, examples_read
+from feedgpu.pipeline.epochs import epoch_batches
+from feedgpu.pipeline.split_view import SplitView, view_split
 from feedgpu.tf_private import trackable_base
 
 if TYPE_CHECKING:
@@ -33,21 +33,15 @@ _NOT_IN_ORDER = frozenset(
 )
 
 
-def pipeline_fingerprint(spec: PipelineSpec, manifest: Manifest, input_context: Any = None) -> str:
+def pipeline_fingerprint(spec: PipelineSpec, view: SplitView) -> str:
     """A short hash of everything that decides a pipeline's batches: the dataset (its conversion
     fingerprint and the split's shards), the spec's ordering fields and this host's share."""
-    split = manifest.split(spec.split, spec.data_dir)
     fields = {k: v for k, v in asdict(spec).items() if k not in _NOT_IN_ORDER}
-    host = (
-        (input_context.num_input_pipelines, input_context.input_pipeline_id)
-        if input_context is not None
-        else (1, 0)
-    )
     key = {
-        "dataset": manifest.fingerprint,
-        "shards": [(s.file, s.num_examples, s.num_bytes) for s in split.shards],
+        "dataset": view.dataset_fingerprint,
+        "shards": list(view.shards),
         "spec": fields,
-        "host": host,
+        "host": view.host,
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -88,27 +82,27 @@ class InputPosition(_Trackable):
         why = _refusal(spec)
         if why:
             raise UsageError(f"this pipeline cannot be resumed exactly: {why}")
-        manifest = read_manifest(spec.data_dir)
-        count = epoch_batches(spec, manifest, input_context)
+        view = view_split(spec, input_context)
+        count = epoch_batches(spec, view)
         if not count:
             raise UsageError(f"the {spec.split!r} split gives this pipeline no batches to resume")
         self.batches_per_epoch = count
         # Images repeated run on as one stream of examples, their batches straddling epochs.
         self._straddle = spec.kind == "image" and spec.repeat
         self._batch_size = spec.batch_size
-        self._examples = examples_read(spec, manifest, input_context)
+        self._examples = view.num_examples
         self._unit = spec.batch_size if spec.kind == "image" else 1  # what an epoch skips
-        self.fingerprint = pipeline_fingerprint(spec, manifest, input_context)
+        self.fingerprint = pipeline_fingerprint(spec, view)
         with tf.init_scope(), tf.device("/cpu:0"):
             self._batches = tf.Variable(0, dtype=tf.int64, trainable=False, name="batches")
 
-    def check(self, spec: PipelineSpec, manifest: Manifest, input_context: Any = None) -> None:
+    def check(self, spec: PipelineSpec, view: SplitView) -> None:
         """Refuse to position a pipeline this position was not made for.
 
         Raises:
             UsageError: another spec, dataset or input context.
         """
-        if self.fingerprint != pipeline_fingerprint(spec, manifest, input_context):
+        if self.fingerprint != pipeline_fingerprint(spec, view):
             raise UsageError(
                 "this InputPosition was made for another spec, dataset or input context: make "
                 "it with InputPosition(spec, input_context) for the pipeline it positions"

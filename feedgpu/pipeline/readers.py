@@ -9,24 +9,23 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from feedgpu import storage
-from feedgpu.errors import DatasetError
-from feedgpu.format.manifest import Manifest, read_manifest
+from feedgpu.format.layout import Feature
+from feedgpu.format.manifest import read_manifest
+from feedgpu.pipeline.buckets import BLOCK
+from feedgpu.pipeline.split_view import SplitView, view_split
 from feedgpu.pipeline.stages import HELD_RECORDS, StageChanges
 
 if TYPE_CHECKING:
     from feedgpu.pipeline.spec import PipelineSpec
 
 logger = logging.getLogger(__name__)
-# Records read, parsed and cached together: one op per block instead of one per record (a
-# tf.data stage costs 20-60 us per element on these hosts, more than parsing a text record).
-BLOCK = 256
 
 
-def _parse_spec(manifest: Manifest) -> dict[str, Any]:
+def _parse_spec(features: tuple[Feature, ...]) -> dict[str, Any]:
     import tensorflow as tf
 
     spec = {}
-    for f in manifest.features:
+    for f in features:
         dtype = {"string": tf.string, "int64": tf.int64, "float32": tf.float32}[f.dtype]
         spec[f.name] = (
             tf.io.RaggedFeature(dtype, row_splits_dtype=tf.int64)
@@ -86,38 +85,18 @@ def read_dataset(spec: PipelineSpec, input_context: Any = None) -> Any:
     Raises:
         DatasetError: missing split or a tokenizer other than the one the spec names.
     """
-    return read_examples(spec, read_manifest(spec.data_dir), input_context, StageChanges())
+    return read_examples(spec, view_split(spec, input_context), StageChanges())
 
 
 def read_blocks(
-    spec: PipelineSpec,
-    manifest: Manifest,
-    input_context: Any,
-    stages: StageChanges,
-    file_seed: Any = None,
+    spec: PipelineSpec, view: SplitView, stages: StageChanges, file_seed: Any = None
 ) -> Any:
     """Parsed examples in blocks of up to BLOCK (dicts of batched tensors; variable-length
     features ragged): read and parsed a block at a time. Shuffled files come in file_seed's
     order (an epoch's key), or, without one, in a new order on each iteration."""
     import tensorflow as tf
 
-    identity = manifest.tokenizer.identity if manifest.tokenizer else None
-    if spec.tokenizer_identity and identity != spec.tokenizer_identity:
-        raise DatasetError(
-            f"{spec.data_dir} was tokenized by tokenizer {str(identity)[:12]}..., not the "
-            f"{spec.tokenizer_identity[:12]}... this pipeline expects; re-convert the text or "
-            "update tokenizer_identity"
-        )
-    split = manifest.split(spec.split, spec.data_dir)
-    files = [storage.join(spec.data_dir, s.file) for s in split.shards]
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        if len(files) < input_context.num_input_pipelines:
-            raise DatasetError(
-                f"{len(files)} shard files cannot feed "
-                f"{input_context.num_input_pipelines} input pipelines; "
-                "re-convert with more --num-shards"
-            )
-        files = files[input_context.input_pipeline_id :: input_context.num_input_pipelines]
+    files = list(view.files)
     if spec.shuffle_files and file_seed is not None:  # a stateless permutation: the key alone
         pair = tf.stack([tf.cast(file_seed, tf.int64), tf.constant(0, tf.int64)])
         order = tf.random.experimental.stateless_shuffle(tf.range(len(files)), pair)
@@ -126,7 +105,7 @@ def read_blocks(
         ds = tf.data.Dataset.from_tensor_slices(files)
         if spec.shuffle_files:
             ds = ds.shuffle(len(files), seed=spec.seed, reshuffle_each_iteration=True)
-    parse_spec = _parse_spec(manifest)
+    parse_spec = _parse_spec(view.features)
     interleave = {
         "cycle_length": spec.cycle_length,
         "num_parallel_calls": tf.data.AUTOTUNE,
@@ -165,29 +144,9 @@ def cached(ds: Any, spec: PipelineSpec) -> Any:
     return ds.cache(spec.cache) if spec.cache else ds
 
 
-def keyed_shuffle(ds: Any, buffer: int, key: Any) -> Any:
-    """ds through a shuffle buffer seeded by `key` alone.
-
-    tf.data pairs an op seed with the graph-level seed (`tf.random.set_seed`): a script that
-    sets it, or not, would see another order, and a graph seed of 0 even breaks a tensor op
-    seed; cleared while the shuffle is made (inside a dataset function: that function's graph
-    only), the order depends on the key alone. Reshuffled on each iteration: that is what a
-    pipeline without a position wants, and inside an epoch plan every epoch makes its own.
-    """
-    import tensorflow as tf
-
-    graph = tf.compat.v1.get_default_graph()
-    saved, graph.seed = graph.seed, None
-    try:
-        return ds.shuffle(buffer, seed=key, reshuffle_each_iteration=True)
-    finally:
-        graph.seed = saved
-
-
 def epoch_source(
     spec: PipelineSpec,
-    manifest: Manifest,
-    input_context: Any,
+    view: SplitView,
     stages: StageChanges,
     seed: int,
     unbatched: bool,
@@ -202,7 +161,7 @@ def epoch_source(
     """
 
     def read(file_seed: Any) -> Any:
-        ds = read_blocks(spec, manifest, input_context, stages, file_seed)
+        ds = read_blocks(spec, view, stages, file_seed)
         return ds.unbatch() if unbatched else ds
 
     if not keyed:  # no epoch plan: files reshuffled by tf.data on each iteration
@@ -214,13 +173,11 @@ def epoch_source(
     return read
 
 
-def read_examples(
-    spec: PipelineSpec, manifest: Manifest, input_context: Any, stages: StageChanges
-) -> Any:
+def read_examples(spec: PipelineSpec, view: SplitView, stages: StageChanges) -> Any:
     """Single examples, cached, shuffled and repeated as the spec says. Cached one by one,
     not in blocks: each epoch's shuffle then takes references instead of copying every
     encoded image out of its block (benchmarks/RESULTS.md)."""
-    ds = cached(read_blocks(spec, manifest, input_context, stages).unbatch(), spec)
+    ds = cached(read_blocks(spec, view, stages).unbatch(), spec)
     if spec.shuffle_buffer:
         ds = ds.shuffle(spec.shuffle_buffer, seed=spec.seed, reshuffle_each_iteration=True)
     if spec.repeat:

@@ -10,6 +10,7 @@ from typing import Any
 
 from feedgpu.errors import FeedgpuError, UsageError
 from feedgpu.format.manifest import read_manifest
+from feedgpu.pipeline.buckets import choose_boundaries, padding_waste
 from feedgpu.pipeline.spec_checks import (
     DTYPES,
     ONLY_FOR,
@@ -20,10 +21,6 @@ from feedgpu.pipeline.spec_checks import (
     looks_like_path,
     other_kind,
 )
-
-# Records read, parsed and cached together: one op per block instead of one per record (a
-# tf.data stage costs 20-60 us per element on these hosts, more than parsing a text record).
-BLOCK = 256
 
 
 def fits_memory_cache(split_bytes: int, ram_budget_bytes: int) -> bool:
@@ -201,8 +198,6 @@ class PipelineSpec:
             DatasetError: not a feedgpu dataset, or no such split.
             UsageError: an override is not a spec field or has a bad value.
         """
-        from feedgpu.pipeline.text import choose_boundaries, padding_waste
-
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(overrides) - names)
         if unknown:

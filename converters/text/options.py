@@ -1,0 +1,95 @@
+"""What a text conversion is asked to do (`TextOptions`) and what it plans for each input
+file (`TextSource`): a leaf the planner, the chunk stage and the batcher all read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from feedgpu.converters.listing import SourceFile
+from feedgpu.converters.text.sources import ReadOptions
+from feedgpu.errors import UsageError
+
+
+@dataclass(frozen=True)
+class TextOptions:
+    """Options that change the bytes written; all of them go into the manifest.
+
+    Attributes:
+        tokenizer: tokenizer.json, vocab.txt, or train:wordpiece|bpe:SIZE.
+        lowercase: for vocab.txt and trained WordPiece vocabularies.
+        doc_per_line: each line of a .txt file is a document.
+        text_field: JSON key of the text in .jsonl files.
+        label_field: JSON key of the label in .jsonl files.
+        folder_labels: label .txt documents by their class folder (SRC/[SPLIT/]CLASS/x.txt).
+        encoding_errors: "skip" or "replace" for bytes that are not UTF-8.
+        max_length: truncate each example to this many ids (special tokens included).
+        stride: with max_length, split long documents into windows overlapping by this much.
+        pack: concatenate documents into sequences of exactly this many ids.
+        special: add the tokenizer's special tokens (CLS/SEP, BOS/EOS).
+        pad_id: the id padding holds (None: the tokenizer's pad token, else its end-of-text
+            token; see `TextTokenizer.choose_pad`).
+        split: hash split of documents when the source has no split folders.
+        seed: seeds the assignment of documents to shards.
+        shard_size_mb: target shard size.
+        num_shards: shards per split, overriding shard_size_mb.
+        chunk_mb: input read per resumable unit.
+        name: dataset name (TFDS-safe).
+        index: write each shard's record index beside it (DALI, PyTorch tfrecord readers).
+    """
+
+    tokenizer: str
+    lowercase: bool = True
+    doc_per_line: bool = False
+    text_field: str = "text"
+    label_field: str | None = None
+    folder_labels: bool = False
+    encoding_errors: str = "skip"
+    max_length: int | None = None
+    stride: int | None = None
+    pack: int | None = None
+    special: bool = True
+    pad_id: int | None = None
+    split: str | None = None
+    seed: int = 0
+    shard_size_mb: float = 128
+    num_shards: int | None = None
+    chunk_mb: float = 32
+    name: str | None = None
+    index: bool = False
+
+    def __post_init__(self) -> None:
+        if self.encoding_errors not in ("skip", "replace"):
+            raise UsageError(f"--encoding-errors {self.encoding_errors!r}: choose skip or replace")
+        if self.max_length is not None and self.max_length < 4:
+            raise UsageError(f"--max-length {self.max_length}: must be at least 4")
+        if self.stride is not None:
+            if self.max_length is None:
+                raise UsageError("--stride needs --max-length (the window size)")
+            if not 0 <= self.stride < self.max_length // 2:
+                raise UsageError(f"--stride {self.stride}: must be below half of --max-length")
+        if self.pack is not None:
+            if self.pack < 8:
+                raise UsageError(f"--pack {self.pack}: must be at least 8")
+            if self.max_length is not None:
+                raise UsageError("--pack and --max-length exclude each other")
+        for flag, value in (("--shard-size-mb", self.shard_size_mb), ("--chunk-mb", self.chunk_mb)):
+            if value <= 0:
+                raise UsageError(f"{flag} {value}: must be positive")
+        if self.num_shards is not None and self.num_shards < 1:
+            raise UsageError(f"--num-shards {self.num_shards}: must be at least 1")
+
+    @property
+    def read(self) -> ReadOptions:
+        """How files become documents."""
+        return ReadOptions(
+            self.doc_per_line, self.text_field, self.label_field, self.encoding_errors
+        )
+
+
+@dataclass(frozen=True)
+class TextSource:
+    """A planned input file: where its documents go."""
+
+    file: SourceFile
+    split: str | None  # None: each document is hash-split
+    label: str | None  # the class folder, when labelled by folder
