@@ -120,11 +120,12 @@ def keras_rate(path: str, batch: tuple[object, object], steps: int, seconds: flo
 
 def bench_rate(path: str, data: str, batch_size: int, seconds: float) -> tuple[float, bool, str]:
     import feedgpu
+    from feedgpu.bench.device import resolve_devices
 
     options = feedgpu.BenchOptions(
         model=path, batch_size=batch_size, seconds=seconds, ablation="never", quiet=True
     )
-    report = feedgpu.bench_input(data, options, setup=feedgpu.resolve_devices())
+    report = feedgpu.bench_input(data, options, setup=resolve_devices())
     assert report.run is not None
     return report.ceiling.examples_per_s, report.run.xla, report.run.xla_reason
 
@@ -139,7 +140,9 @@ def make_data(workdir: str, size: int, text: bool) -> tuple[str, int, int]:
     if not text:
         src = os.path.join(workdir, "images")
         if not os.path.isdir(os.path.join(workdir, "image-data")):
-            feedgpu.write_sample_images(src, num_classes=4, images_per_class=32)
+            from feedgpu.samples import write_sample_images
+
+            write_sample_images(src, num_classes=4, images_per_class=32)
             feedgpu.convert_images(src, os.path.join(workdir, "image-data"), quiet=True)
         return os.path.join(workdir, "image-data"), 4, 0
     out = os.path.join(workdir, "text-data")

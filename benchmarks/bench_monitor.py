@@ -67,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> MonitorBenchResult:
     import keras
 
     import feedgpu
+    from feedgpu.bench.device import resolve_devices
     from feedgpu.bench.models import build_workload
     from feedgpu.bench.report import verdict_for
     from feedgpu.pipeline.stages import StageChanges
@@ -84,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> MonitorBenchResult:
         repeat=True,
         drop_remainder=True,
     )
-    setup = feedgpu.resolve_devices(feedgpu.DeviceConfig(xla=args.xla))
+    setup = resolve_devices(feedgpu.DeviceConfig(xla=args.xla))
     num_classes = len(feedgpu.read_manifest(data).label_names)
 
     def model() -> Any:

@@ -79,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> VerdictBenchResult:
     args = parser.parse_args(argv)
 
     import feedgpu
+    from feedgpu.bench.device import resolve_devices
     from feedgpu.bench.measure import BenchOptions, bench_input
     from feedgpu.bench.report import verdict_for
     from feedgpu.pipeline.stages import StageChanges
@@ -92,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> VerdictBenchResult:
         shares.insert(0, 0.0)
     size = (args.image_size, args.image_size)
 
-    setup = feedgpu.resolve_devices(feedgpu.DeviceConfig(xla=args.xla))
+    setup = resolve_devices(feedgpu.DeviceConfig(xla=args.xla))
     model: object = args.model
     if args.target == "keras":
         import keras

@@ -6,29 +6,20 @@ CSV/JSONL label file. Each example holds the encoded image, label, relative path
 
 from __future__ import annotations
 
-import contextlib
 import io
 import math
 import os
-import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from feedgpu import storage
-from feedgpu.convert.commit import Progress
 from feedgpu.convert.heap import heap_frozen
-from feedgpu.convert.plan import ShardTask, Skip, SkipItem, default_workers, plan_shards
-from feedgpu.convert.pool import ItemShardBody, ShardPool
-from feedgpu.convert.run import (
-    ConversionReport,
-    DatasetPlan,
-    RunOutput,
-    ShardRunner,
-    check_runner,
-    write_dataset,
-)
+from feedgpu.convert.plan import DatasetPlan, Skip, SkipItem, plan_shards
+from feedgpu.convert.pool import ItemShardBody
+from feedgpu.convert.run import ConversionReport, write_dataset
+from feedgpu.convert.run_options import RunOptions
 from feedgpu.converters.listing import (
     SourceFile,
     assign_splits,
@@ -311,60 +302,31 @@ def convert_images(
     labels_file: str | None = None,
     path_column: str | None = None,
     label_column: str | None = None,
-    workers: int | None = None,
-    strict: bool = False,
-    overwrite: bool = False,
-    allow_skips: bool = False,
-    quiet: bool = False,
-    runner: str = "local",
-    beam_options: str | None = None,
+    run: RunOptions | None = None,
+    **run_options: Any,
 ) -> ConversionReport:
     """Convert an image folder into a sharded, TFDS-readable TFRecord dataset in out_dir.
 
-    Re-running after a crash finishes the job; re-running on a finished dataset is a no-op.
-    runner="beam" writes the same shards, byte for byte, as an Apache Beam pipeline
-    (beam_options: Beam's flags, DirectRunner by default). A run that skipped more images
-    for one reason than it kept raises InputError unless allow_skips (see `check_kept`).
+    How it runs is `run` (or `RunOptions(**run_options)`: workers=, strict=, overwrite=,
+    allow_skips=, quiet=, runner=, beam_options=). Re-running after a crash finishes the job;
+    re-running on a finished dataset is a no-op. runner="beam" writes the same shards, byte
+    for byte, as an Apache Beam pipeline. A run that skipped more images for one reason than
+    it kept raises InputError unless allow_skips (see `check_kept`).
     """
-    check_runner(runner)
+    run = (run or RunOptions(**run_options)).for_paths(src, out_dir)
     storage.ensure_output_dir(out_dir)
     options = options or ImageOptions()
-    processor = ImageProcessor(options)
-    if src.startswith("ram://"):  # TensorFlow's in-memory file system: this process only
-        workers = 1
-    with contextlib.ExitStack() as stack:
-        shard_runner: ShardRunner
-        if runner == "beam":
-            from feedgpu.convert.beam import beam_flags, require_beam, write_shards_on_beam
 
-            require_beam()
-            body = ItemShardBody(processor, strict=strict)
-            flags = beam_flags(beam_options, quiet)
-
-            def shard_runner(todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput:
-                results = write_shards_on_beam(body, out_dir, todo, flags, on_progress, quiet=quiet)
-                return RunOutput(results)
-
-        else:  # started first: the workers load their decoders while the source is listed
-            shard_runner = stack.enter_context(
-                ShardPool(processor, out_dir, workers=workers or default_workers(), strict=strict)
-            )
-        started = time.perf_counter()
-        plan = plan_image_dataset(
+    def plan() -> DatasetPlan:
+        return plan_image_dataset(
             src,
             out_dir,
             options,
             labels_file=labels_file,
             path_column=path_column,
             label_column=label_column,
-            strict=strict,
+            strict=run.strict,
         )
-        return write_dataset(
-            plan,
-            shard_runner,
-            overwrite=overwrite,
-            allow_skips=allow_skips,
-            quiet=quiet,
-            unit="img",
-            started=started,
-        )
+
+    body = ItemShardBody(ImageProcessor(options), strict=run.strict)
+    return write_dataset(plan, body, run, unit="img")

@@ -12,58 +12,52 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from feedgpu.bench.device import (
-        DeviceConfig,
-        DeviceSetup,
-        DeviceSetupError,
-        resolve_devices,
-        setup_devices,
-    )
+    from feedgpu.bench.device import DeviceConfig, setup_devices
     from feedgpu.bench.measure import BenchOptions, bench_input
     from feedgpu.bench.monitor import FeedMonitor, watch_input
-    from feedgpu.bench.render import render_report
     from feedgpu.bench.report import BenchReport
-    from feedgpu.bench.trace import InputWindow
     from feedgpu.convert.run import ConversionReport
+    from feedgpu.convert.run_options import RunOptions
     from feedgpu.converters.images import ImageOptions, convert_images
     from feedgpu.converters.text.convert import TextOptions, convert_text
-    from feedgpu.errors import DatasetError, FeedgpuError, InputError, UsageError
-    from feedgpu.format.layout import Feature
+    from feedgpu.errors import (
+        DatasetError,
+        DeviceSetupError,
+        FeedgpuError,
+        InputError,
+        UsageError,
+    )
     from feedgpu.format.manifest import Manifest, read_manifest
     from feedgpu.format.verify import VerifyReport, verify_dataset
     from feedgpu.pipeline.build import build_pipeline
     from feedgpu.pipeline.fit_backup import FitBackup
     from feedgpu.pipeline.position import InputPosition
     from feedgpu.pipeline.readers import dropped_records, read_dataset
-    from feedgpu.pipeline.service import start_dispatcher, start_worker
     from feedgpu.pipeline.spec import PipelineSpec
-    from feedgpu.samples import write_sample_images
 
 # Where each public name lives: imported on first use, so `feedgpu convert ...` does not pay
-# for the benchmark, pipeline and service modules (~55 ms of a ~1 s image conversion).
+# for the benchmark, pipeline and service modules. The public API is what users call; the
+# rest is reachable from its sub-package (feedgpu.samples.write_sample_images,
+# feedgpu.bench.device.resolve_devices, feedgpu.pipeline.service.start_worker, ...).
 _EXPORTS = {
     "BenchOptions": "feedgpu.bench.measure",
     "bench_input": "feedgpu.bench.measure",
     "FeedMonitor": "feedgpu.bench.monitor",
     "watch_input": "feedgpu.bench.monitor",
-    "InputWindow": "feedgpu.bench.trace",
     "BenchReport": "feedgpu.bench.report",
-    "render_report": "feedgpu.bench.render",
     "ConversionReport": "feedgpu.convert.run",
+    "RunOptions": "feedgpu.convert.run_options",
     "ImageOptions": "feedgpu.converters.images",
     "convert_images": "feedgpu.converters.images",
     "TextOptions": "feedgpu.converters.text.options",
     "convert_text": "feedgpu.converters.text.convert",
     "DeviceConfig": "feedgpu.bench.device",
-    "DeviceSetup": "feedgpu.bench.device",
-    "DeviceSetupError": "feedgpu.bench.device",
-    "resolve_devices": "feedgpu.bench.device",
+    "DeviceSetupError": "feedgpu.errors",
     "setup_devices": "feedgpu.bench.device",
     "DatasetError": "feedgpu.errors",
     "FeedgpuError": "feedgpu.errors",
     "InputError": "feedgpu.errors",
     "UsageError": "feedgpu.errors",
-    "Feature": "feedgpu.format.layout",
     "Manifest": "feedgpu.format.manifest",
     "read_manifest": "feedgpu.format.manifest",
     "PipelineSpec": "feedgpu.pipeline",
@@ -72,9 +66,6 @@ _EXPORTS = {
     "InputPosition": "feedgpu.pipeline.position",
     "dropped_records": "feedgpu.pipeline",
     "read_dataset": "feedgpu.pipeline",
-    "write_sample_images": "feedgpu.samples",
-    "start_dispatcher": "feedgpu.pipeline.service",
-    "start_worker": "feedgpu.pipeline.service",
     "VerifyReport": "feedgpu.format.verify",
     "verify_dataset": "feedgpu.format.verify",
 }
@@ -99,18 +90,16 @@ __all__ = [
     "ConversionReport",
     "DatasetError",
     "DeviceConfig",
-    "DeviceSetup",
     "DeviceSetupError",
-    "Feature",
     "FeedMonitor",
     "FeedgpuError",
     "FitBackup",
     "ImageOptions",
     "InputError",
     "InputPosition",
-    "InputWindow",
     "Manifest",
     "PipelineSpec",
+    "RunOptions",
     "TextOptions",
     "UsageError",
     "VerifyReport",
@@ -122,12 +111,7 @@ __all__ = [
     "dropped_records",
     "read_dataset",
     "read_manifest",
-    "render_report",
-    "resolve_devices",
     "setup_devices",
-    "start_dispatcher",
-    "start_worker",
     "verify_dataset",
     "watch_input",
-    "write_sample_images",
 ]

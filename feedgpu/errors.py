@@ -17,3 +17,8 @@ class InputError(FeedgpuError):
 
 class DatasetError(FeedgpuError):
     """A converted dataset is missing, damaged, or was written with other options."""
+
+
+class DeviceSetupError(FeedgpuError, RuntimeError):
+    """Accelerator settings (memory growth, visible GPUs) asked for after TensorFlow already
+    initialised its devices."""

@@ -17,7 +17,6 @@ import feedgpu
 from feedgpu.bench.ablation import run_ablation
 from feedgpu.bench.device import (
     DeviceConfig,
-    DeviceSetupError,
     choose_precision,
     resolve_devices,
     setup_devices,
@@ -32,6 +31,7 @@ from feedgpu.bench.schema import BENCH_REPORT_SCHEMA
 from feedgpu.bench.spread import Spread
 from feedgpu.bench.steps import compute_gradients, make_train_step
 from feedgpu.cli import main
+from feedgpu.errors import DeviceSetupError
 from feedgpu.pipeline.spec import PipelineSpec
 from feedgpu.pipeline.stages import StageChanges
 from feedgpu.samples import write_sample_images
@@ -112,11 +112,11 @@ from feedgpu.bench import device
 first = feedgpu.setup_devices(feedgpu.DeviceConfig(memory_limit_mb=512))
 import tensorflow as tf
 tf.constant(1.0)
-forced = feedgpu.resolve_devices(feedgpu.DeviceConfig(precision="mixed_float16", xla=False))
+forced = resolve_devices(feedgpu.DeviceConfig(precision="mixed_float16", xla=False))
 auto = {}
 for amx in (True, False):
     device._cpu_has_amx_bf16 = lambda amx=amx: amx
-    auto[str(amx)] = feedgpu.resolve_devices(feedgpu.DeviceConfig()).to_json()
+    auto[str(amx)] = resolve_devices(feedgpu.DeviceConfig()).to_json()
 out = {"set_up": {"first": first.to_json(), "forced": forced.to_json(), "auto": auto}}
 """
 

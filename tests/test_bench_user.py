@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import feedgpu
-from feedgpu.bench.device import DeviceConfig, resolve_devices
+from feedgpu.bench.device import DeviceConfig, DeviceSetup, resolve_devices
 from feedgpu.bench.measure import BenchOptions, bench_input
 from feedgpu.bench.render import render_report
 from feedgpu.bench.schema import BENCH_REPORT_SCHEMA
@@ -22,7 +22,7 @@ QUICK = {"seconds": 0.5, "ablation": "never", "quiet": True, "batch_size": 8}
 
 
 @pytest.fixture(scope="module")
-def setup() -> feedgpu.DeviceSetup:
+def setup() -> DeviceSetup:
     return resolve_devices(DeviceConfig(xla=False))  # XLA's compile time is not the question
 
 
@@ -47,7 +47,7 @@ def _image_model(path: Path, size: int = 24, compiled: bool = True) -> str:
 
 
 def test_a_saved_model_is_measured_with_its_own_step_at_its_own_image_size(
-    tmp_path: Path, images: str, setup: feedgpu.DeviceSetup
+    tmp_path: Path, images: str, setup: DeviceSetup
 ) -> None:
     model = _image_model(tmp_path / "m.keras")
     report = bench_input(images, BenchOptions(model=model, **QUICK), setup=setup)
@@ -62,7 +62,7 @@ def test_a_saved_model_is_measured_with_its_own_step_at_its_own_image_size(
 
 
 def test_a_text_model_takes_its_inputs_by_name_and_its_length(
-    tmp_path: Path, text_folder: Path, setup: feedgpu.DeviceSetup
+    tmp_path: Path, text_folder: Path, setup: DeviceSetup
 ) -> None:
     data = tmp_path / "text"
     options = feedgpu.TextOptions(tokenizer="train:wordpiece:300")  # unlabelled
@@ -79,7 +79,7 @@ def test_a_text_model_takes_its_inputs_by_name_and_its_length(
 
 
 def test_models_that_do_not_fit_get_one_line(
-    tmp_path: Path, images: str, text_folder: Path, setup: feedgpu.DeviceSetup
+    tmp_path: Path, images: str, text_folder: Path, setup: DeviceSetup
 ) -> None:
     with pytest.raises(feedgpu.UsageError, match=r"not compiled: call model\.compile"):
         bench_input(
@@ -134,7 +134,7 @@ def _user_images(size: int = 24) -> tf.data.Dataset:
 
 
 def test_your_own_dataset_alone_and_beside_feedgpus(
-    tmp_path: Path, images: str, setup: feedgpu.DeviceSetup
+    tmp_path: Path, images: str, setup: DeviceSetup
 ) -> None:
     model = _image_model(tmp_path / "m.keras")
     yours = bench_input(

@@ -10,12 +10,13 @@ import tensorflow as tf
 
 import feedgpu
 from feedgpu import ImageOptions, PipelineSpec, TextOptions, UsageError
+from feedgpu.samples import write_sample_images
 
 
 @pytest.fixture(scope="module")
 def images(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = tmp_path_factory.mktemp("epochs-images")
-    feedgpu.write_sample_images(str(root / "src"), num_classes=3, images_per_class=12)
+    write_sample_images(str(root / "src"), num_classes=3, images_per_class=12)
     feedgpu.convert_images(
         str(root / "src"), str(root / "out"), ImageOptions(num_shards=4), quiet=True
     )

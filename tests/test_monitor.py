@@ -121,5 +121,7 @@ def test_watch_input_in_a_custom_loop() -> None:
 
 
 def test_monitor_rejects_a_window_longer_than_its_period() -> None:
-    with pytest.raises(ValueError, match="every >= window"):
+    with pytest.raises(feedgpu.UsageError, match=r"every=5: must be at least window=10"):
         feedgpu.FeedMonitor(window=10, every=5)
+    with pytest.raises(feedgpu.UsageError, match=r"FeedMonitor start=-1: must be at least 0"):
+        feedgpu.FeedMonitor(start=-1)

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from feedgpu import ImageOptions, convert_images, write_sample_images
+from feedgpu import ImageOptions, convert_images
 from feedgpu.convert.plan import plan_shards
 from feedgpu.convert.summary import Summary
 from feedgpu.converters.images import ImageProcessor
+from feedgpu.samples import write_sample_images
 
 
 def dataset_bytes(out: Path) -> dict[str, bytes]:

@@ -11,6 +11,7 @@ import pytest
 import feedgpu
 from feedgpu import PipelineSpec, UsageError
 from feedgpu.pipeline.spec_checks import TAKES
+from feedgpu.samples import write_sample_images
 
 # A value of the wrong type for each kind of field.
 WRONG = {
@@ -62,7 +63,7 @@ def test_spec_json_with_a_wrong_type_is_one_line() -> None:
 @pytest.fixture(scope="module")
 def image_dataset(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = tmp_path_factory.mktemp("spec")
-    feedgpu.write_sample_images(str(root / "src"), num_classes=2, images_per_class=4)
+    write_sample_images(str(root / "src"), num_classes=2, images_per_class=4)
     feedgpu.convert_images(str(root / "src"), str(root / "out"), quiet=True)
     return str(root / "out")
 

@@ -16,18 +16,16 @@ import os
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from feedgpu import storage
-from feedgpu.convert.commit import WORK_DIR, Progress, write_shard
-from feedgpu.convert.plan import ShardTask, Skip
-from feedgpu.convert.run import DatasetPlan, RunOutput
-from feedgpu.converters.listing import (
-    parse_split_fractions,
-)
+from feedgpu.convert.commit import WORK_DIR, Progress
+from feedgpu.convert.execute import ShardStage, StageOutput
+from feedgpu.convert.plan import DatasetPlan, Skip
+from feedgpu.convert.run_options import RunOptions
 from feedgpu.converters.text.batches import Batch, Labels, iter_batches
 from feedgpu.converters.text.examples import (
     BuiltExamples,
@@ -55,7 +53,7 @@ logger = logging.getLogger(__name__)
 CHUNK_FORMAT = 3
 
 
-class TextRunner:
+class TextRunner(ShardStage):
     """Tokenizes chunks into piece files, then assembles the unfinished shards."""
 
     def __init__(
@@ -66,25 +64,21 @@ class TextRunner:
         shard_counts: dict[str, int],
         tokenizer: TextTokenizer,
         options: TextOptions,
-        label_names: list[str],
-        workers: int,
-        strict: bool,
+        fractions: dict[str, float],
     ) -> None:
+        if plan.tokenizer is None:
+            raise ValueError("a text plan records its tokenizer")
         self.plan, self.sources, self.chunks = plan, sources, chunks
         self.tok, self.options = tokenizer, options
-        fractions = parse_split_fractions(options.split) if options.split else {"train": 1.0}
-        self.labels = Labels(fractions, {name: i for i, name in enumerate(label_names)})
-        self.workers, self.strict = workers, strict
-        before, after = tokenizer.special_ids() if options.special else ([], [])
+        self.labels = Labels(fractions, {name: i for i, name in enumerate(plan.label_names)})
+        before, after = (list(ids) for ids in plan.tokenizer.special_ids)
         self.before, self.after = before, after
         self.examples: ExampleBuilder | None = None  # one example per document: built in-graph
         if options.stride is None and options.pack is None:
             self.examples = ExampleBuilder(
-                before, after, options.max_length, tokenizer.unk_id, bool(label_names)
+                before, after, options.max_length, tokenizer.unk_id, bool(plan.label_names)
             )
         self.work = storage.join(plan.out_dir, WORK_DIR)
-        if plan.tokenizer is None:
-            raise ValueError("a text plan records its tokenizer")
         self.tokenizer_info = plan.tokenizer
         self.pad_id = plan.tokenizer.pad_id
         # Per document: a seeded hash of its id picks the shard (a piece key such as
@@ -100,11 +94,6 @@ class TextRunner:
         self.parity: dict[str, Any] = {}
         self._parity: Future[None] | None = None  # the parity check, while it runs
         self._hf_lock = threading.Lock()  # HF batches on its own threads: one call at a time
-        # Set by convert_text(runner="beam"): chunks and shards become Beam pipelines.
-        self.on_beam = False
-        self.beam_options: str | None = None
-        self.tokenizer_s = 0.0  # loading or training the tokenizer, for the report
-        self.quiet = False  # Beam's worker log lines hidden
 
     def __getstate__(self) -> dict[str, Any]:
         # Beam ships the runner after its parity check: no future, and a fresh lock there.
@@ -223,7 +212,7 @@ class TextRunner:
         writer.write_routed(self.names, shards, built.records)
         return int(full.sum())
 
-    def run_chunk(self, index: int, on_progress: Progress) -> dict[str, Any]:
+    def run_chunk(self, index: int, on_progress: Progress, run: RunOptions) -> dict[str, Any]:
         """Tokenize one chunk into a folder of its own, then commit it with its marker.
 
         Each attempt writes a fresh folder and the marker (written atomically, last) names
@@ -259,7 +248,8 @@ class TextRunner:
         # own threads, one a core, do the work), so with one a core those threads sat idle
         # whenever both were in Python. Measured: 0.90 -> 0.83 s for 50 MB; four a core, no
         # better; six, worse.
-        with ThreadPoolExecutor(2 * max(1, self.workers)) as pool:
+        workers = run.worker_count()
+        with ThreadPoolExecutor(2 * workers) as pool:
             pending: list[Any] = []
 
             def submit(items: Batch) -> None:
@@ -269,17 +259,17 @@ class TextRunner:
                 pending.append((items, pool.submit(self._encode, items, fast)))
 
             files = [self.sources[i] for i in self.chunks[index]]
-            batches = iter_batches(files, self.options.read, self.labels, skips, self.strict)
+            batches = iter_batches(files, self.options.read, self.labels, skips, run.strict)
             for batch in batches:
                 submit(batch)
-                tokens += emit_ready(pending, 4 * self.workers)
+                tokens += emit_ready(pending, 4 * workers)
             tokens += emit_ready(pending, 0)
         pieces = writer.close()
         if self._parity is not None:
             self._parity.result()
         if fast_used and not self.use_fast:  # the parity check failed after this chunk began
             on_progress(-reported[0], -reported[1])
-            return self.run_chunk(index, on_progress)  # with HF; that folder is left unused
+            return self.run_chunk(index, on_progress, run)  # with HF; that folder is unused
         info = {
             "format": CHUNK_FORMAT,
             "tokenizer": self.tok.identity,
@@ -305,8 +295,10 @@ class TextRunner:
         same = info.get("tokenizer") == self.tok.identity and info.get("format") == CHUNK_FORMAT
         return info if same else None  # a chunk from another tokenizer or version: redone
 
-    def __call__(self, todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput:
-        if not self.on_beam:
+    def run(self, run: RunOptions, on_progress: Progress) -> StageOutput:
+        """Tokenize every chunk not finished by an earlier run (on Beam workers when `run`
+        says so), then yield how the shards are assembled from their pieces."""
+        if not run.on_beam:
             # Beside the first chunk, which takes the fast path meanwhile (redone with HF if
             # the verdict is against it).
             starter = ThreadPoolExecutor(1, thread_name_prefix="feedgpu-parity")
@@ -318,18 +310,14 @@ class TextRunner:
 
             missing = [i for i in range(len(self.chunks)) if self._chunk_info(i) is None]
             if missing:
-                run_on_beam(
-                    _BeamChunk(self),
-                    missing,
-                    self.beam_options,
-                    "tokenize chunks",
-                    quiet=self.quiet,
-                )
+                flags = run.beam_flags()
+                work = _BeamChunk(self, run)
+                run_on_beam(work, missing, flags, "tokenize chunks", quiet=run.quiet)
         infos = []
         for index in range(len(self.chunks)):
             info = self._chunk_info(index)
             if info is None:
-                info = self.run_chunk(index, on_progress)
+                info = self.run_chunk(index, on_progress, run)
             else:  # finished by an earlier run (or by Beam workers)
                 documents = sum(p["documents"] for p in info.get("pieces", {}).values())
                 on_progress(documents, int(info.get("tokens", 0)))
@@ -347,30 +335,20 @@ class TextRunner:
                 "--text-field/--label-field or the files' encoding, and see the reasons "
                 "with --strict"
             )
-        body = PieceShardBody(self.work, infos)
-        out_dir = self.plan.out_dir
-        if self.on_beam and todo:
-            from feedgpu.convert.beam import write_shards_on_beam
-
-            counted: Progress = lambda items, measured: None  # noqa: E731 (counted per chunk)
-            results = write_shards_on_beam(
-                body, out_dir, todo, self.beam_options, counted, quiet=self.quiet
-            )
-        else:
-            results = [write_shard(task, body, out_dir) for task in todo]
         if self._parity is not None:
             self._parity.result()  # also when every chunk was done before: its verdict is kept
         self.tok.save(self.plan.out_dir)  # before the manifest, which names these files
         used = dataclasses.replace(self.tokenizer_info, parity=self.parity)
-        return RunOutput(results, skips, tokenizer=used, text=text_statistics(pieces))
+        body = PieceShardBody(self.work, infos)
+        return StageOutput(body, skips, tokenizer=used, text=text_statistics(pieces))
 
 
 class _BeamChunk:
     """A picklable Beam function: tokenize one chunk into its piece folder."""
 
-    def __init__(self, runner: TextRunner) -> None:
-        self.runner = runner
+    def __init__(self, runner: TextRunner, run: RunOptions) -> None:
+        self.runner, self.run = runner, run
 
     def __call__(self, index: int) -> int:
-        self.runner.run_chunk(index, lambda items, measured: None)
+        self.runner.run_chunk(index, lambda items, measured: None, self.run)
         return index

@@ -11,16 +11,13 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from feedgpu import storage
 from feedgpu.convert.heap import heap_frozen
-from feedgpu.convert.plan import ShardTask, Skip, count_shards, default_workers
-from feedgpu.convert.run import (
-    ConversionReport,
-    DatasetPlan,
-    check_runner,
-    write_dataset,
-)
+from feedgpu.convert.plan import DatasetPlan, ShardTask, Skip, count_shards
+from feedgpu.convert.run import ConversionReport, write_dataset
+from feedgpu.convert.run_options import RunOptions
 from feedgpu.converters.listing import (
     SPLIT_FOLDERS,
     SourceFile,
@@ -41,7 +38,7 @@ from feedgpu.converters.text.sources import (
     iter_documents,
     list_text_files,
 )
-from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
+from feedgpu.converters.text.tokenizer import TextTokenizer, TokenizerSpec, load_tokenizer
 from feedgpu.errors import UsageError
 from feedgpu.format import layout as fmt
 from feedgpu.format.manifest import TokenizerInfo
@@ -112,124 +109,33 @@ class _TrainSplit:
 
 
 def plan_text_dataset(
-    src: str,
-    out_dir: str,
-    options: TextOptions,
-    *,
-    workers: int = 1,
-    strict: bool = False,
-    quiet: bool = True,
+    src: str, out_dir: str, options: TextOptions, run: RunOptions
 ) -> tuple[DatasetPlan, TextRunner]:
-    """List the corpus, load or train the tokenizer, and plan chunks and shards.
+    """List the corpus, load or train the tokenizer, and plan chunks and shards: the plan, and
+    the stage that tokenizes the chunks into the shards' pieces.
 
     Raises:
         UsageError: no text files, bad options, or an unusable tokenizer.
         InputError: with strict, the first bad input found while listing.
     """
     files, skips = list_text_files(src)
-    check_strict(skips, strict)
+    check_strict(skips, run.strict)
     if not files:
         raise UsageError(f"no .txt or .jsonl files found in {src} ({len(skips)} other files)")
-    sources = _sources(files, options)
-    if options.folder_labels:
-        unlabelled = [s for s in sources if s.label is None]
-        skips += [Skip(s.file.rel, "no label", "not inside a class folder") for s in unlabelled]
-        sources = [s for s in sources if s.label is not None]
-    read = options.read
+    sources, skips, label_names = _labelled_sources(files, skips, options)
     fractions = parse_split_fractions(options.split) if options.split else {"train": 1.0}
-    label_names: list[str] = sort_labels(s.label for s in sources if s.label is not None)
-    if options.label_field:  # a pre-pass: label names must be known before the first example
-        seen = {
-            d.label
-            for s in sources
-            for d in iter_documents(s.file, read)
-            if isinstance(d, Document) and d.label is not None
-        }
-        label_names = sort_labels(seen)
-
     spec = TokenizerSpec.parse(options.tokenizer, options.lowercase)
-
     started = time.perf_counter()
-    if spec.kind == "train":
-        passes = 2 if spec.model == "wordpiece" else 1  # WordPiece: its alphabet, then pieces
-        split = _TrainSplit(sources, read, fractions, quiet=quiet, passes=passes)
-        tokenizer = load_tokenizer(spec, split)
-        logger.info(
-            "tokenizer: learned a %s vocabulary of %d (%d asked) from %d documents",
-            spec.model,
-            tokenizer.vocab_size,
-            spec.vocab_size,
-            split.documents,
-        )
-    else:
-        tokenizer = load_tokenizer(spec)
+    tokenizer = _tokenizer(spec, options, sources, fractions, run.quiet)
     tokenizer_s = time.perf_counter() - started
-    base = os.path.basename(os.path.abspath(src.split("*")[0]))
-    if is_text_name(base):  # one corpus file: named as its stem (corpus.jsonl.gz -> corpus)
-        stem = base[:-3] if base.lower().endswith(".gz") else base
-        base = stem.rsplit(".", 1)[0] or base
-    name = fmt.sanitize_name(options.name or base)
-
-    # Chunks: consecutive files, about chunk_mb of input each: the unit of resumption.
-    chunks: list[list[int]] = [[]]
-    size = 0
-    for i, s in enumerate(sources):
-        if chunks[-1] and size + input_bytes(s.file) > options.chunk_mb * (1 << 20):
-            chunks.append([])
-            size = 0
-        chunks[-1].append(i)
-        size += input_bytes(s.file)
-    # Shards per split from the expected output: ~4 bytes of text per token, ~2 bytes per id.
-    total = sum(input_bytes(s.file) for s in sources)
-    split_bytes: dict[str, float] = {}
-    if any(s.split for s in sources):
-        for s in sources:
-            split_bytes[s.split or "train"] = (
-                split_bytes.get(s.split or "train", 0) + input_bytes(s.file) / 2
-            )
-    else:
-        split_bytes = {k: total * v / 2 for k, v in fractions.items() if v > 0}
-    target = options.shard_size_mb * (1 << 20)
-    shard_counts = {
-        split: count_shards(est, target, options.num_shards) for split, est in split_bytes.items()
-    }
+    name = _dataset_name(src, options)
+    shard_counts = _shard_counts(sources, fractions, options)
     tasks = [
         ShardTask(split, i, n, fmt.shard_filename(name, split, i, n), (), options.index)
         for split, n in sorted(shard_counts.items(), key=lambda kv: fmt.split_order(kv[0]))
         for i in range(n)
     ]
     labelled = bool(label_names)
-    if options.pack:
-        features = [
-            fmt.Feature(k, "int64", (-1,)) for k in ("input_ids", "segment_ids", "positions")
-        ]
-    else:
-        features = [
-            fmt.Feature("input_ids", "int64", (-1,)),
-            fmt.Feature("length", "int64"),
-            fmt.Feature("doc_id", "string", kind="text"),
-        ]
-        if options.stride is not None:
-            features.append(fmt.Feature("window", "int64"))
-        if labelled:
-            features.append(fmt.Feature("label", "int64", kind="class_label"))
-    pad_id, pad_token, pad_choice = tokenizer.choose_pad(options.pad_id)
-    before, after = tokenizer.special_ids() if options.special else ([], [])
-    tokenizer_info = TokenizerInfo(
-        identity=tokenizer.identity,
-        spec=options.tokenizer,
-        model=tokenizer.config["model"]["type"],
-        vocab_size=tokenizer.vocab_size,
-        lowercase=tokenizer.lowercase,
-        files=("tokenizer.json", *(["vocab.txt"] if tokenizer.is_wordpiece else [])),
-        special_ids=(tuple(before), tuple(after)),
-        pad_id=pad_id,
-        pad_token=pad_token,
-        pad_choice=pad_choice,
-        vocab_size_asked=spec.vocab_size if spec.kind == "train" else None,
-    )
-    # Options that change the bytes; pad_id only when given, so that datasets converted
-    # before it existed are recognised as the same on a re-run.
     # pad_id and index recorded only when set: datasets converted before they existed keep
     # their fingerprint, so re-running the same command finds them complete.
     recorded = {
@@ -244,18 +150,143 @@ def plan_text_dataset(
         source=src,
         options={**recorded, "name": name},
         inputs_fingerprint=fingerprint_files(files),
-        features=features,
+        features=text_features(options, labelled),
         label_names=label_names,
         supervised_keys=("input_ids", "label") if labelled and not options.pack else None,
         tasks=tasks,
         listing_skips=skips,
-        tokenizer=tokenizer_info,
+        tokenizer=_tokenizer_info(tokenizer, spec, options),
+        stages_s={"tokenizer": tokenizer_s},
     )
-    runner = TextRunner(
-        plan, sources, chunks, shard_counts, tokenizer, options, label_names, workers, strict
+    chunks = _chunks(sources, options)
+    return plan, TextRunner(plan, sources, chunks, shard_counts, tokenizer, options, fractions)
+
+
+def _labelled_sources(
+    files: list[SourceFile], skips: list[Skip], options: TextOptions
+) -> tuple[list[TextSource], list[Skip], list[str]]:
+    """The planned files (those outside a class folder skipped when labelled by folder), the
+    skips so far, and the label names (read from every document for --label-field)."""
+    sources = _sources(files, options)
+    if options.folder_labels:
+        unlabelled = [s for s in sources if s.label is None]
+        skips = skips + [
+            Skip(s.file.rel, "no label", "not inside a class folder") for s in unlabelled
+        ]
+        sources = [s for s in sources if s.label is not None]
+    label_names: list[str] = sort_labels(s.label for s in sources if s.label is not None)
+    if options.label_field:  # a pre-pass: label names must be known before the first example
+        seen = {
+            d.label
+            for s in sources
+            for d in iter_documents(s.file, options.read)
+            if isinstance(d, Document) and d.label is not None
+        }
+        label_names = sort_labels(seen)
+    return sources, skips, label_names
+
+
+def _tokenizer(
+    spec: TokenizerSpec,
+    options: TextOptions,
+    sources: list[TextSource],
+    fractions: dict[str, float],
+    quiet: bool,
+) -> TextTokenizer:
+    """The tokenizer --tokenizer names: loaded, or trained on the training split's documents."""
+    if spec.kind != "train":
+        return load_tokenizer(spec)
+    passes = 2 if spec.model == "wordpiece" else 1  # WordPiece: its alphabet, then pieces
+    split = _TrainSplit(sources, options.read, fractions, quiet=quiet, passes=passes)
+    tokenizer = load_tokenizer(spec, split)
+    logger.info(
+        "tokenizer: learned a %s vocabulary of %d (%d asked) from %d documents",
+        spec.model,
+        tokenizer.vocab_size,
+        spec.vocab_size,
+        split.documents,
     )
-    runner.tokenizer_s = tokenizer_s
-    return plan, runner
+    return tokenizer
+
+
+def _dataset_name(src: str, options: TextOptions) -> str:
+    """--name, else the source folder's name (one corpus file: its stem, corpus.jsonl.gz ->
+    corpus), made TFDS-safe."""
+    base = os.path.basename(os.path.abspath(src.split("*")[0]))
+    if is_text_name(base):
+        stem = base[:-3] if base.lower().endswith(".gz") else base
+        base = stem.rsplit(".", 1)[0] or base
+    return fmt.sanitize_name(options.name or base)
+
+
+def _chunks(sources: list[TextSource], options: TextOptions) -> list[list[int]]:
+    """Consecutive files, about chunk_mb of input each: the unit of resumption."""
+    chunks: list[list[int]] = [[]]
+    size = 0
+    for i, s in enumerate(sources):
+        if chunks[-1] and size + input_bytes(s.file) > options.chunk_mb * (1 << 20):
+            chunks.append([])
+            size = 0
+        chunks[-1].append(i)
+        size += input_bytes(s.file)
+    return chunks
+
+
+def _shard_counts(
+    sources: list[TextSource], fractions: dict[str, float], options: TextOptions
+) -> dict[str, int]:
+    """Shards per split from the expected output: ~4 bytes of text per token, ~2 bytes per id
+    (an estimate of the stored size, not a measurement)."""
+    total = sum(input_bytes(s.file) for s in sources)
+    split_bytes: dict[str, float] = {}
+    if any(s.split for s in sources):
+        for s in sources:
+            split_bytes[s.split or "train"] = (
+                split_bytes.get(s.split or "train", 0) + input_bytes(s.file) / 2
+            )
+    else:
+        split_bytes = {k: total * v / 2 for k, v in fractions.items() if v > 0}
+    target = options.shard_size_mb * (1 << 20)
+    return {
+        split: count_shards(est, target, options.num_shards) for split, est in split_bytes.items()
+    }
+
+
+def text_features(options: TextOptions, labelled: bool) -> list[fmt.Feature]:
+    """What each stored text example holds: packed sequences, or one document (or window)."""
+    if options.pack:
+        return [fmt.Feature(k, "int64", (-1,)) for k in ("input_ids", "segment_ids", "positions")]
+    features = [
+        fmt.Feature("input_ids", "int64", (-1,)),
+        fmt.Feature("length", "int64"),
+        fmt.Feature("doc_id", "string", kind="text"),
+    ]
+    if options.stride is not None:
+        features.append(fmt.Feature("window", "int64"))
+    if labelled:
+        features.append(fmt.Feature("label", "int64", kind="class_label"))
+    return features
+
+
+def _tokenizer_info(
+    tokenizer: TextTokenizer, spec: TokenizerSpec, options: TextOptions
+) -> TokenizerInfo:
+    """The tokenizer as the manifest records it: its identity and the ids readers need."""
+    pad_id, pad_token, pad_choice = tokenizer.choose_pad(options.pad_id)
+    before, after = tokenizer.special_ids() if options.special else ([], [])
+    return TokenizerInfo(
+        identity=tokenizer.identity,
+        spec=options.tokenizer,
+        model=tokenizer.config["model"]["type"],
+        vocab_size=tokenizer.vocab_size,
+        lowercase=tokenizer.lowercase,
+        files=("tokenizer.json", *(["vocab.txt"] if tokenizer.is_wordpiece else [])),
+        special_ids=(tuple(before), tuple(after)),
+        pad_id=pad_id,
+        pad_token=pad_token,
+        pad_choice=pad_choice,
+        vocab_size_asked=spec.vocab_size if spec.kind == "train" else None,
+    )
 
 
 @heap_frozen()
@@ -264,42 +295,19 @@ def convert_text(
     out_dir: str,
     options: TextOptions,
     *,
-    workers: int | None = None,
-    strict: bool = False,
-    overwrite: bool = False,
-    allow_skips: bool = False,
-    quiet: bool = False,
-    runner: str = "local",
-    beam_options: str | None = None,
+    run: RunOptions | None = None,
+    **run_options: Any,
 ) -> ConversionReport:
     """Convert a text corpus into pre-tokenized TFRecord shards in out_dir (see module doc).
 
-    runner="beam" tokenizes the chunks and assembles the shards as Apache Beam pipelines
-    (same bytes as the local run); the work folder must be shared by the Beam workers.
-    A run that skipped more inputs for one reason than it kept documents raises InputError
-    unless allow_skips (see `check_kept`).
+    How it runs is `run` (or `RunOptions(**run_options)`: workers=, strict=, overwrite=,
+    allow_skips=, quiet=, runner=, beam_options=). runner="beam" tokenizes the chunks and
+    assembles the shards as Apache Beam pipelines (same bytes as the local run); the work
+    folder must be shared by the Beam workers. A run that skipped more inputs for one reason
+    than it kept documents raises InputError unless allow_skips (see `check_kept`).
     """
-    check_runner(runner)
+    run = run or RunOptions(**run_options)
     storage.ensure_output_dir(out_dir)
-    workers = workers or default_workers()
     started = time.perf_counter()
-    plan, text_runner = plan_text_dataset(
-        src, out_dir, options, workers=workers, strict=strict, quiet=quiet
-    )
-    if runner == "beam":
-        from feedgpu.convert.beam import beam_flags, require_beam
-
-        require_beam()
-        text_runner.on_beam, text_runner.beam_options = True, beam_flags(beam_options, quiet)
-        text_runner.quiet = quiet
-    return write_dataset(
-        plan,
-        text_runner,
-        overwrite=overwrite,
-        allow_skips=allow_skips,
-        quiet=quiet,
-        unit="doc",
-        rate_unit="M tokens/s",
-        started=started,
-        stages_s={"tokenizer": text_runner.tokenizer_s},
-    )
+    plan, stage = plan_text_dataset(src, out_dir, options, run)
+    return write_dataset(plan, stage, run, unit="doc", rate_unit="M tokens/s", started=started)

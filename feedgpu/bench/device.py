@@ -12,16 +12,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from feedgpu.errors import FeedgpuError, UsageError
+from feedgpu.errors import DeviceSetupError, UsageError
 
 logger = logging.getLogger(__name__)
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
 XLA_CHOICES = ("auto", "on", "off")
-
-
-class DeviceSetupError(FeedgpuError, RuntimeError):
-    """GPU settings requested after TensorFlow already initialised its devices."""
 
 
 @dataclass(frozen=True)

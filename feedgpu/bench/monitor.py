@@ -22,6 +22,7 @@ from typing import Any
 import keras
 
 from feedgpu.bench.trace import KERAS_STEPS, InputWindow, read_window
+from feedgpu.errors import UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +62,14 @@ class FeedMonitor(keras.callbacks.Callback):
         verbose: int = 1,
     ) -> None:
         super().__init__()
-        if window < 1 or start < 0 or (every is not None and every < window):
-            raise ValueError("FeedMonitor: window >= 1, start >= 0, every >= window (or None)")
+        for name, value, least in (("window", window, 1), ("start", start, 0)):
+            if value < least:
+                raise UsageError(f"FeedMonitor {name}={value}: must be at least {least}")
+        if every is not None and every < window:
+            raise UsageError(
+                f"FeedMonitor every={every}: must be at least window={window} (or None: one "
+                "window a run)"
+            )
         self.window, self.start, self.every = window, start, every
         self.batch_size, self.log_dir = batch_size, log_dir
         self.trace_dir, self.keep_traces, self.verbose = trace_dir, keep_traces, verbose

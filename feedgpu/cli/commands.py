@@ -7,11 +7,14 @@ import argparse
 import json
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from feedgpu.cli.flags import DEVICE, SPEC, options_from, values_for
 from feedgpu.errors import UsageError
 from feedgpu.native_stderr import load_tensorflow
+
+if TYPE_CHECKING:
+    from feedgpu.convert.run_options import RunOptions
 
 
 def _load_tensorflow(args: argparse.Namespace) -> None:
@@ -49,7 +52,7 @@ def convert_images(args: argparse.Namespace) -> int:
         labels_file=args.labels,
         path_column=args.path_column,
         label_column=args.label_column,
-        **_run_options(args),
+        run=_run_options(args),
     )
     rate = f"{report.to_json()['inputs_per_s'] or 0} files/s"
     return _print_conversion(args, report, f"{report.num_examples} images", rate, {})
@@ -61,7 +64,7 @@ def convert_text(args: argparse.Namespace) -> int:
 
     options = options_from(TextOptions, args, args.flags)
     _load_tensorflow(args)
-    report = convert_text(args.src, args.out, options, **_run_options(args))
+    report = convert_text(args.src, args.out, options, run=_run_options(args))
     manifest = read_manifest(args.out)
     text, tok = manifest.text, manifest.tokenizer
     tokens = text.tokens if text else 0
@@ -82,19 +85,19 @@ def convert_text(args: argparse.Namespace) -> int:
     return code
 
 
-def _run_options(args: argparse.Namespace) -> dict[str, Any]:
+def _run_options(args: argparse.Namespace) -> RunOptions:
     """How a conversion runs (flags every converter shares, none of which change the bytes)."""
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers {args.workers}: must be at least 1")
-    return {
-        "workers": args.workers,
-        "strict": bool(args.strict),
-        "overwrite": bool(args.overwrite),
-        "allow_skips": bool(args.allow_skips),
-        "quiet": bool(args.quiet or args.json),
-        "runner": args.runner,
-        "beam_options": args.beam_options,
-    }
+    from feedgpu.convert.run_options import RunOptions
+
+    return RunOptions(
+        workers=args.workers,
+        strict=bool(args.strict),
+        overwrite=bool(args.overwrite),
+        allow_skips=bool(args.allow_skips),
+        quiet=bool(args.quiet or args.json),
+        runner=args.runner,
+        beam_options=args.beam_options,
+    )
 
 
 def _print_conversion(

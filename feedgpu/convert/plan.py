@@ -1,5 +1,5 @@
-"""Planning a conversion's shards: the seeded assignment of inputs to shard files, shard counts,
-and what an input that did not convert is (`Skip`).
+"""Planning a conversion: the seeded assignment of inputs to shard files, shard counts, what an
+input that did not convert is (`Skip`), and the whole plan a converter hands over (`DatasetPlan`).
 
 A conversion is a list of independent `ShardTask`s: each is written whole by one process, so the
 same task always produces the same bytes whoever runs it (a pool worker, a Beam worker).
@@ -7,14 +7,17 @@ same task always produces the same bytes whoever runs it (a pool worker, a Beam 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from feedgpu.format.layout import shard_filename
+from feedgpu.format.layout import Feature, shard_filename
+from feedgpu.format.manifest import TokenizerInfo
 
 # Several files per split even for small datasets: parallel interleave reads several files at
 # once, per-epoch file shuffling needs more than one, and each training host takes whole files.
@@ -110,3 +113,45 @@ def default_workers() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:
         return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class DatasetPlan:
+    """Everything a converter decided before any example is written.
+
+    Attributes:
+        out_dir: the output folder.
+        name: dataset name (TFDS-safe).
+        converter: "images" or "text".
+        source: the input folder, as given.
+        options: the options that change the bytes written (compared on re-runs).
+        inputs_fingerprint: hash of the input listing (paths, sizes, mtimes).
+        features: the example fields.
+        label_names: class names, index = label.
+        supervised_keys: (input, label) feature names for `as_supervised=True`, if labelled.
+        tasks: the shards to write.
+        listing_skips: inputs rejected while listing (hidden, wrong extension, ...).
+        tokenizer: for text, the tokenizer and the ids readers need.
+        stages_s: parts of planning timed on the way (say, "tokenizer": loading or training
+            it), for the report; not part of the dataset's identity.
+    """
+
+    out_dir: str
+    name: str
+    converter: str
+    source: str
+    options: Mapping[str, Any]
+    inputs_fingerprint: str
+    features: Sequence[Feature]
+    label_names: Sequence[str]
+    supervised_keys: tuple[str, str] | None
+    tasks: Sequence[ShardTask]
+    listing_skips: Sequence[Skip] = ()
+    tokenizer: TokenizerInfo | None = None
+    stages_s: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> str:
+        """Identity of the output: options plus inputs."""
+        key = json.dumps([self.options, self.inputs_fingerprint, self.name], sort_keys=True)
+        return hashlib.sha256(key.encode()).hexdigest()

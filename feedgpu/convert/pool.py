@@ -8,13 +8,12 @@ import os
 import sys
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from feedgpu import storage
 from feedgpu.convert.commit import Progress, ShardResult, write_shard
 from feedgpu.convert.plan import ShardTask, Skip, SkipItem
-from feedgpu.convert.run import RunOutput
 from feedgpu.convert.spawn_guard import check_main_guard
 from feedgpu.convert.summary import Summary
 from feedgpu.errors import InputError
@@ -85,8 +84,8 @@ class ItemShardBody:
 _worker: dict[str, Any] = {}
 
 
-def _init_worker(body: ItemShardBody, out_dir: str, progress: Any) -> None:
-    _worker.update(body=body, out_dir=out_dir, progress=progress, parent=os.getppid())
+def _init_worker(body: ItemShardBody, progress: Any) -> None:
+    _worker.update(body=body, progress=progress, parent=os.getppid())
     body.processor.warm_up()
 
 
@@ -98,8 +97,8 @@ def _count(items: int, num_bytes: int) -> None:
     _worker["progress"].put((items, num_bytes))
 
 
-def _run_task(task: ShardTask) -> ShardResult:
-    return write_shard(task, _worker["body"], _worker["out_dir"], progress=_count)
+def _run_task(task: ShardTask, out_dir: str) -> ShardResult:
+    return write_shard(task, _worker["body"], out_dir, progress=_count)
 
 
 class ShardPool:
@@ -109,16 +108,14 @@ class ShardPool:
     (`ShardProcessor.warm_up`) on the other cores while this process lists and plans.
     Workers are forked when this process is single-threaded (fast, and scripts need no
     `__main__` guard); when other threads run, as they do once TensorFlow is loaded, forking is
-    unsafe and workers are spawned. TensorFlow's ram:// file system lives in this process
-    only, so outputs there are written here, by one worker.
+    unsafe and workers are spawned. With one worker, shards are written in this process
+    (TensorFlow's ram:// file system lives in this process only: `RunOptions.for_paths`).
     """
 
-    def __init__(
-        self, processor: ShardProcessor, out_dir: str, *, workers: int, strict: bool
-    ) -> None:
-        self.body, self.out_dir = ItemShardBody(processor, strict=strict), out_dir
+    def __init__(self, body: ItemShardBody, *, workers: int) -> None:
+        self.body = body
         self._pool: Any = None
-        if workers > 1 and not out_dir.startswith("ram://"):
+        if workers > 1:
             safe_to_fork = threading.active_count() == 1 and "tensorflow" not in sys.modules
             fork = safe_to_fork and os.name == "posix"
             if not fork:
@@ -128,7 +125,7 @@ class ShardPool:
             # shared-memory machinery (ctypes, a heap) is loaded for a counter.
             self._progress = ctx.SimpleQueue()
             self._pool = ctx.Pool(
-                workers, initializer=_init_worker, initargs=(self.body, out_dir, self._progress)
+                workers, initializer=_init_worker, initargs=(self.body, self._progress)
             )
 
     def __enter__(self) -> ShardPool:
@@ -144,7 +141,9 @@ class ShardPool:
             self._pool.join()
             self._pool = None
 
-    def run(self, tasks: Iterable[ShardTask], on_progress: Progress) -> list[ShardResult]:
+    def run(
+        self, tasks: Iterable[ShardTask], out_dir: str, on_progress: Progress
+    ) -> list[ShardResult]:
         """Write every task's shard; in the workers unless there is one task or one worker.
 
         Tasks with the most input bytes start first, so the last few do not leave cores idle.
@@ -152,10 +151,10 @@ class ShardPool:
         item_bytes = self.body.processor.item_bytes
         pending = sorted(tasks, key=lambda t: -sum(map(item_bytes, t.items)))
         if self._pool is None or len(pending) <= 1:
-            return [write_shard(t, self.body, self.out_dir, on_progress) for t in pending]
+            return [write_shard(t, self.body, out_dir, on_progress) for t in pending]
         reports = self._progress
         results: list[ShardResult] = []
-        futures = [self._pool.apply_async(_run_task, (t,)) for t in pending]
+        futures = [self._pool.apply_async(_run_task, (t, out_dir)) for t in pending]
         while futures:
             futures[0].wait(0.1)  # wakes as soon as the oldest task ends, else refreshes progress
             done = [f for f in futures if f.ready()]
@@ -163,14 +162,10 @@ class ShardPool:
                 futures.remove(f)
                 results.append(f.get())  # re-raises a worker's InputError here
                 # Flush finished shards while the workers compute, not all at the end.
-                storage.sync_files([storage.join(self.out_dir, results[-1].filename)])
+                storage.sync_files([storage.join(out_dir, results[-1].filename)])
             items = measured = 0
             while not reports.empty():  # a worker reports before its task's result is sent
                 more_items, more_bytes = reports.get()
                 items, measured = items + more_items, measured + more_bytes
             on_progress(items, measured)
         return results
-
-    def __call__(self, todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput:
-        """The pool as a conversion's `ShardRunner`."""
-        return RunOutput(self.run(todo, on_progress))

@@ -1,4 +1,4 @@
-"""One conversion run: the output folder's state, resume, and the files written last.
+"""One conversion run: the output folder's state, resume, progress and the report.
 
 Order on disk is what makes a run crash-safe: shards appear (atomically) as they finish, then
 skipped.jsonl and the TFDS metadata, and the manifest last. A folder with a manifest is a finished
@@ -7,74 +7,26 @@ dataset; one with a work folder is an interrupted run that the same command resu
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import sys
 import time
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from feedgpu import storage
-from feedgpu.convert.commit import WORK_DIR, Progress, ShardResult, load_finished
-from feedgpu.convert.kept import check_kept
-from feedgpu.convert.plan import ShardTask, Skip
-from feedgpu.convert.summary import Summary
-from feedgpu.errors import DatasetError, UsageError
+from feedgpu.convert.commit import WORK_DIR, ShardBody, load_finished
+from feedgpu.convert.execute import ShardStage, ShardWriter, shard_writer
+from feedgpu.convert.finalize import finalize
+from feedgpu.convert.plan import DatasetPlan
+from feedgpu.convert.run_options import RunOptions
+from feedgpu.errors import DatasetError
 from feedgpu.format import layout as fmt
-from feedgpu.format.index import INDEX_SUFFIX, index_path
-from feedgpu.format.manifest import (
-    Manifest,
-    ShardInfo,
-    SplitInfo,
-    TextStatistics,
-    TokenizerInfo,
-    read_manifest,
-)
+from feedgpu.format.index import INDEX_SUFFIX
+from feedgpu.format.manifest import Manifest, read_manifest
 from feedgpu.progress import progress_bar
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class DatasetPlan:
-    """Everything a converter decided before any example is written.
-
-    Attributes:
-        out_dir: the output folder.
-        name: dataset name (TFDS-safe).
-        converter: "images" or "text".
-        source: the input folder, as given.
-        options: the options that change the bytes written (compared on re-runs).
-        inputs_fingerprint: hash of the input listing (paths, sizes, mtimes).
-        features: the example fields.
-        label_names: class names, index = label.
-        supervised_keys: (input, label) feature names for `as_supervised=True`, if labelled.
-        tasks: the shards to write.
-        listing_skips: inputs rejected while listing (hidden, wrong extension, ...).
-        tokenizer: for text, the tokenizer and the ids readers need.
-    """
-
-    out_dir: str
-    name: str
-    converter: str
-    source: str
-    options: Mapping[str, Any]
-    inputs_fingerprint: str
-    features: Sequence[fmt.Feature]
-    label_names: Sequence[str]
-    supervised_keys: tuple[str, str] | None
-    tasks: Sequence[ShardTask]
-    listing_skips: Sequence[Skip] = ()
-    tokenizer: TokenizerInfo | None = None
-
-    @property
-    def fingerprint(self) -> str:
-        """Identity of the output: options plus inputs."""
-        key = json.dumps([self.options, self.inputs_fingerprint, self.name], sort_keys=True)
-        return hashlib.sha256(key.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -183,147 +135,54 @@ def _prepare(plan: DatasetPlan, overwrite: bool) -> bool:
     return False
 
 
-def _finalize(
-    plan: DatasetPlan, results: Sequence[ShardResult], output: RunOutput, allow_skips: bool
-) -> Manifest:
-    """Write skipped.jsonl, TFDS metadata and, last, the manifest (see `check_kept`: a run
-    that kept too little stops before the metadata, its shards kept for a re-run)."""
-    out = plan.out_dir
-    by_file = {r.filename: r for r in results}
-    skips = sorted(
-        [*plan.listing_skips, *output.skips, *(s for r in results for s in r.skips)],
-        key=lambda s: s.path,
-    )
-    lines = "".join(
-        json.dumps({"path": s.path, "reason": s.reason, "detail": s.detail}, ensure_ascii=False)
-        + "\n"
-        for s in skips
-    )
-    storage.write_atomic(storage.join(out, fmt.SKIPPED), lines.encode("utf-8"))
-    kept = output.text.documents if output.text else sum(r.num_records for r in results)
-    check_kept(kept, skips, out, plan.converter, allow=allow_skips)
-
-    shards: dict[str, list[ShardInfo]] = {}
-    summary = Summary()
-    for task in sorted(plan.tasks, key=lambda t: fmt.split_order(t.split)):
-        r = by_file[task.filename]
-        index = index_path(r.filename) if task.indexed else None
-        info = ShardInfo(r.filename, r.num_records, r.num_bytes, index)
-        shards.setdefault(task.split, []).append(info)
-        summary.merge(Summary(r.stats))
-    splits = {name: SplitInfo(tuple(infos)) for name, infos in shards.items()}
-    fmt.write_tfds_metadata(
-        out,
-        name=plan.name,
-        features=plan.features,
-        splits={k: [(s.num_examples, s.num_bytes) for s in v.shards] for k, v in splits.items()},
-        label_names=plan.label_names,
-        supervised_keys=plan.supervised_keys,
-        description=f"Converted by feedgpu convert {plan.converter} from {plan.source}",
-    )
-    from feedgpu import __version__
-
-    manifest = Manifest(
-        name=plan.name,
-        converter=plan.converter,
-        source=plan.source,
-        options=dict(plan.options),
-        inputs_fingerprint=plan.inputs_fingerprint,
-        fingerprint=plan.fingerprint,
-        features=tuple(plan.features),
-        label_names=tuple(plan.label_names),
-        splits=splits,
-        statistics=summary.to_json(),
-        skipped=dict(sorted(Counter(s.reason for s in skips).items())),
-        num_skipped=len(skips),
-        versions={
-            "feedgpu": __version__,
-            "python": sys.version.split()[0],
-            **_library_versions(),
-        },
-        tokenizer=output.tokenizer or plan.tokenizer,
-        text=output.text,
-    )
-    # The manifest says "complete": everything it describes reaches the disk before it does.
-    storage.sync_files([storage.join(out, n) for n in storage.listdir(out) if n != WORK_DIR])
-    manifest.write(out)
-    storage.remove(storage.join(out, WORK_DIR))
-    return manifest
-
-
-def _library_versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for dist in ("tensorflow", "pillow", "tokenizers"):
-        try:
-            out[dist] = version(dist)
-        except PackageNotFoundError:
-            continue
-    return out
-
-
-@dataclass
-class RunOutput:
-    """What a runner wrote: shard results, inputs skipped outside any shard, and for text the
-    tokenizer as used (its parity check included) and statistics of what is stored."""
-
-    results: list[ShardResult]
-    skips: list[Skip] = field(default_factory=list)
-    tokenizer: TokenizerInfo | None = None
-    text: TextStatistics | None = None
-
-
-class ShardRunner(Protocol):
-    """Writes the shards of `todo` (the ones not finished by an earlier run)."""
-
-    def __call__(self, todo: Sequence[ShardTask], on_progress: Progress) -> RunOutput: ...
-
-
-RUNNERS = ("local", "beam")
-
-
-def check_runner(runner: str) -> None:
-    """Raise UsageError unless runner names a known executor."""
-    if runner not in RUNNERS:
-        raise UsageError(f"runner {runner!r}: choose {' or '.join(RUNNERS)}")
-
-
 def write_dataset(
-    plan: DatasetPlan,
-    runner: ShardRunner,
+    plan: DatasetPlan | Callable[[], DatasetPlan],
+    work: ShardBody | ShardStage,
+    run: RunOptions,
     *,
-    overwrite: bool = False,
-    allow_skips: bool = False,
-    quiet: bool = False,
     unit: str = "img",
     rate_unit: str = "MB/s",
     started: float | None = None,
-    stages_s: Mapping[str, float] | None = None,
 ) -> ConversionReport:
-    """Write (or finish, or confirm) the dataset a plan describes.
+    """Write (or finish, or confirm) the dataset a plan describes, on the executor `run`
+    chooses (`execute.shard_writer`: Beam, the local pool, or this process).
 
     Args:
-        runner: writes the unfinished shards (`ShardPool` for per-item processors; the
-            text converter tokenizes in batches).
+        plan: the plan, or the function making it: the executor then starts first (a local
+            pool's workers load their decoders while the source is listed). The report's
+            time is the whole conversion's, planning included as "listing" (less the parts
+            the plan timed itself, `DatasetPlan.stages_s`).
+        work: one shard's records (an `ItemShardBody` runs in the local pool), or a
+            `ShardStage` that runs first and yields them (text's tokenizing).
         unit: what the progress bar counts (the first number a runner reports).
         rate_unit: the second number a runner reports, shown per second in millions
             (bytes read for images, tokens for text).
-        started: `time.perf_counter()` when the converter began (listing, planning): the
-            report's time is the whole conversion's, with this part as "listing".
-        stages_s: parts of that time the converter measured itself (say, "tokenizer").
-        allow_skips: finish a run that skipped more inputs for one reason than it kept.
+        started: `time.perf_counter()` when the converter began, if it planned before.
 
     Raises:
         DatasetError: out_dir holds something else and overwrite is False.
         InputError: with strict, a bad input; unless allow_skips, too little kept (`check_kept`).
     """
-    start = time.perf_counter()
-    parts = dict(stages_s or {})
-    if started is not None:
-        parts["listing"] = start - started - sum(parts.values())
-    first = start if started is None else started
+    first = time.perf_counter() if started is None else started
+    with shard_writer(work, run) as writer:
+        if not isinstance(plan, DatasetPlan):
+            plan = plan()
+        start = time.perf_counter()
+        parts = dict(plan.stages_s)
+        parts["listing"] = start - first - sum(parts.values())
+        return _write(plan, writer, run, first, start, parts, unit, rate_unit)
 
+
+def _write(
+    plan: DatasetPlan,
+    writer: ShardWriter,
+    run: RunOptions,
+    first: float,
+    start: float,
+    parts: dict[str, float],
+    unit: str,
+    rate_unit: str,
+) -> ConversionReport:
     def report(manifest: Manifest, already_done: bool) -> ConversionReport:
         now = time.perf_counter()
         return _report(
@@ -334,7 +193,7 @@ def write_dataset(
             stages_s={**parts, "conversion": now - start},
         )
 
-    if _prepare(plan, overwrite):
+    if _prepare(plan, run.overwrite):
         return report(read_manifest(plan.out_dir), already_done=True)
     finished = {t.filename: load_finished(plan.out_dir, t) for t in plan.tasks}
     todo = [t for t in plan.tasks if finished[t.filename] is None]
@@ -347,7 +206,7 @@ def write_dataset(
     bars: list[Any] = []  # made at the first report: tqdm loads while the workers run
 
     def on_progress(items: int, measured: int) -> None:
-        if quiet:  # no bar: tqdm is not even imported (~25 ms of CPU the workers can use)
+        if run.quiet:  # no bar: tqdm is not even imported (CPU the workers can use)
             return
         if not bars:
             bars.append(progress_bar(total, unit=unit, smoothing=0.1))
@@ -359,15 +218,15 @@ def write_dataset(
         bar.update(items)
 
     try:
-        output = runner(todo, on_progress)
+        output, results = writer(plan.out_dir, todo, on_progress)
     except BaseException:
         _remove_temporaries(plan.out_dir)
         raise
     finally:
         for bar in bars:
             bar.close()
-    all_results = [*(r for r in finished.values() if r is not None), *output.results]
-    return report(_finalize(plan, all_results, output, allow_skips), already_done=False)
+    all_results = [*(r for r in finished.values() if r is not None), *results]
+    return report(finalize(plan, all_results, output, run.allow_skips), already_done=False)
 
 
 def _report(

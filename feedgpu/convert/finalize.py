@@ -1,0 +1,99 @@
+"""The files a conversion writes last, in this order: skipped.jsonl, the TFDS metadata, and
+the manifest (whose presence marks a finished dataset)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Sequence
+
+from feedgpu import storage
+from feedgpu.convert.commit import WORK_DIR, ShardResult
+from feedgpu.convert.execute import StageOutput
+from feedgpu.convert.kept import check_kept
+from feedgpu.convert.plan import DatasetPlan
+from feedgpu.convert.summary import Summary
+from feedgpu.format import layout as fmt
+from feedgpu.format.index import index_path
+from feedgpu.format.manifest import Manifest, ShardInfo, SplitInfo
+
+
+def finalize(
+    plan: DatasetPlan, results: Sequence[ShardResult], output: StageOutput, allow_skips: bool
+) -> Manifest:
+    """Write skipped.jsonl, TFDS metadata and, last, the manifest (see `check_kept`: a run
+    that kept too little stops before the metadata, its shards kept for a re-run)."""
+    out = plan.out_dir
+    by_file = {r.filename: r for r in results}
+    skips = sorted(
+        [*plan.listing_skips, *output.skips, *(s for r in results for s in r.skips)],
+        key=lambda s: s.path,
+    )
+    lines = "".join(
+        json.dumps({"path": s.path, "reason": s.reason, "detail": s.detail}, ensure_ascii=False)
+        + "\n"
+        for s in skips
+    )
+    storage.write_atomic(storage.join(out, fmt.SKIPPED), lines.encode("utf-8"))
+    kept = output.text.documents if output.text else sum(r.num_records for r in results)
+    check_kept(kept, skips, out, plan.converter, allow=allow_skips)
+
+    shards: dict[str, list[ShardInfo]] = {}
+    summary = Summary()
+    for task in sorted(plan.tasks, key=lambda t: fmt.split_order(t.split)):
+        r = by_file[task.filename]
+        index = index_path(r.filename) if task.indexed else None
+        info = ShardInfo(r.filename, r.num_records, r.num_bytes, index)
+        shards.setdefault(task.split, []).append(info)
+        summary.merge(Summary(r.stats))
+    splits = {name: SplitInfo(tuple(infos)) for name, infos in shards.items()}
+    fmt.write_tfds_metadata(
+        out,
+        name=plan.name,
+        features=plan.features,
+        splits={k: [(s.num_examples, s.num_bytes) for s in v.shards] for k, v in splits.items()},
+        label_names=plan.label_names,
+        supervised_keys=plan.supervised_keys,
+        description=f"Converted by feedgpu convert {plan.converter} from {plan.source}",
+    )
+    from feedgpu import __version__
+
+    manifest = Manifest(
+        name=plan.name,
+        converter=plan.converter,
+        source=plan.source,
+        options=dict(plan.options),
+        inputs_fingerprint=plan.inputs_fingerprint,
+        fingerprint=plan.fingerprint,
+        features=tuple(plan.features),
+        label_names=tuple(plan.label_names),
+        splits=splits,
+        statistics=summary.to_json(),
+        skipped=dict(sorted(Counter(s.reason for s in skips).items())),
+        num_skipped=len(skips),
+        versions={
+            "feedgpu": __version__,
+            "python": sys.version.split()[0],
+            **_library_versions(),
+        },
+        tokenizer=output.tokenizer or plan.tokenizer,
+        text=output.text,
+    )
+    # The manifest says "complete": everything it describes reaches the disk before it does.
+    storage.sync_files([storage.join(out, n) for n in storage.listdir(out) if n != WORK_DIR])
+    manifest.write(out)
+    storage.remove(storage.join(out, WORK_DIR))
+    return manifest
+
+
+def _library_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for dist in ("tensorflow", "pillow", "tokenizers"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            continue
+    return out
