@@ -29,8 +29,8 @@ from feedgpu.converters.listing import (
     walk_source,
 )
 from feedgpu.errors import UsageError
-from feedgpu.format import layout as fmt
-from feedgpu.format.records import encode_example
+from feedgpu.format import names
+from feedgpu.format.schema import Feature, Schema
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff"})
 # Pillow's own default (about 89 MP): beyond it, decoding one file can take gigabytes.
@@ -170,6 +170,21 @@ def normalize_image(data: bytes, options: ImageOptions) -> tuple[bytes, int, int
     return out.getvalue(), img.height, img.width, False
 
 
+def image_features(all_jpeg: bool) -> list[Feature]:
+    """What each image example holds (the image's encoding named when every one is a JPEG)."""
+    return [
+        Feature("image", "string", kind="image", encoding="jpeg" if all_jpeg else None),
+        Feature("label", "int64", kind="class_label"),
+        Feature("path", "string", kind="text"),
+        Feature("height", "int64"),
+        Feature("width", "int64"),
+    ]
+
+
+# Names, types and shapes are the same whatever the encoding: one schema encodes every example.
+_SCHEMA = Schema.of(image_features(all_jpeg=False))
+
+
 @dataclass(frozen=True)
 class ImageProcessor:
     """Turns (relative path, path, label, size) items into image examples."""
@@ -184,7 +199,7 @@ class ImageProcessor:
         except OSError as e:
             raise SkipItem("unreadable", e.strerror or str(e)) from None
         encoded, height, width, kept = normalize_image(data, self.options)
-        example = encode_example(
+        example = _SCHEMA.encode(
             {"image": encoded, "label": label, "path": rel, "height": height, "width": width}
         )
         return [example], {"height": height, "width": width, "reencoded": 0 if kept else 1}
@@ -250,9 +265,9 @@ def plan_image_dataset(
         )
     label_names = sort_labels(label for _, _, label in labelled)
     index = {name: i for i, name in enumerate(label_names)}
-    name = fmt.sanitize_name(options.name or os.path.basename(os.path.abspath(src)))
+    name = names.sanitize_name(options.name or os.path.basename(os.path.abspath(src)))
     tasks = []
-    for split in sorted({s for s, _, _ in labelled}, key=fmt.split_order):
+    for split in sorted({s for s, _, _ in labelled}, key=names.split_order):
         members = [f for s, f, _ in labelled if s == split]
         label_by_rel = {f.rel: index[label] for s, f, label in labelled if s == split}
         tasks += plan_shards(
@@ -279,13 +294,7 @@ def plan_image_dataset(
             "labels_file": bool(labels_file),
         },
         inputs_fingerprint=fingerprint_files(files, extra_fingerprint),
-        features=[
-            fmt.Feature("image", "string", kind="image", encoding="jpeg" if all_jpeg else None),
-            fmt.Feature("label", "int64", kind="class_label"),
-            fmt.Feature("path", "string", kind="text"),
-            fmt.Feature("height", "int64"),
-            fmt.Feature("width", "int64"),
-        ],
+        features=image_features(all_jpeg),
         label_names=label_names,
         supervised_keys=("image", "label"),
         tasks=tasks,

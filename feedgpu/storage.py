@@ -7,6 +7,7 @@ scheme (gs://, s3://, hdfs://) is handed to `tf.io.gfile`, imported only then.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import tempfile
@@ -214,3 +215,9 @@ def walk_files(root: str) -> list[tuple[str, int, int]]:
             rel = path[len(root.rstrip("/")) + 1 :]
             out.append((rel, int(stat.length), int(stat.mtime_nsec)))
     return sorted(out)
+
+
+def write_json(path: str, obj: Any, *, durable: bool = False) -> None:
+    """Deterministic, readable JSON, written atomically."""
+    text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    write_atomic(path, text.encode("utf-8"), durable=durable)

@@ -44,6 +44,7 @@ from feedgpu.converters.text.pieces import (
 from feedgpu.converters.text.sources import Document, input_bytes, iter_documents
 from feedgpu.converters.text.tokenizer import TextTokenizer
 from feedgpu.errors import InputError
+from feedgpu.format.schema import Schema
 
 if TYPE_CHECKING:
     from feedgpu.converters.text.options import TextOptions, TextSource
@@ -79,6 +80,7 @@ class TextRunner(ShardStage):
                 before, after, options.max_length, tokenizer.unk_id, bool(plan.label_names)
             )
         self.work = storage.join(plan.out_dir, WORK_DIR)
+        self.schema = Schema.of(plan.features)  # the in-graph examples are checked against it
         self.tokenizer_info = plan.tokenizer
         self.pad_id = plan.tokenizer.pad_id
         # Per document: a seeded hash of its id picks the shard (a piece key such as
@@ -204,6 +206,8 @@ class TextRunner(ShardStage):
             keys = [self.names[i] for i in shards.tolist()]
             rows = zip(batch.doc_ids, keys, batch.labels, per_doc, strict=True)
             return sum(self._emit(writer, *row) for row in rows)
+        if built.records:  # made in-graph, not by schema.encode: each batch's first is checked
+            self.schema.check_record(built.records[0])
         limit = self.options.max_length
         full = built.full_lengths
         writer.count_batch(
@@ -222,7 +226,7 @@ class TextRunner(ShardStage):
         folder = f"chunk-{index:05d}.{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp = storage.join(self.work, folder)
         storage.makedirs(tmp)
-        writer = ChunkWriter(tmp, self.options.pack, self.pad_id)
+        writer = ChunkWriter(tmp, self.options.pack, self.pad_id, self.schema)
         skips: list[Skip] = []
         tokens = 0
         fast_used = False

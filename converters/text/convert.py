@@ -40,8 +40,9 @@ from feedgpu.converters.text.sources import (
 )
 from feedgpu.converters.text.tokenizer import TextTokenizer, TokenizerSpec, load_tokenizer
 from feedgpu.errors import UsageError
-from feedgpu.format import layout as fmt
+from feedgpu.format import names
 from feedgpu.format.manifest import TokenizerInfo
+from feedgpu.format.schema import Feature
 from feedgpu.progress import progress_bar
 
 logger = logging.getLogger(__name__)
@@ -131,8 +132,8 @@ def plan_text_dataset(
     name = _dataset_name(src, options)
     shard_counts = _shard_counts(sources, fractions, options)
     tasks = [
-        ShardTask(split, i, n, fmt.shard_filename(name, split, i, n), (), options.index)
-        for split, n in sorted(shard_counts.items(), key=lambda kv: fmt.split_order(kv[0]))
+        ShardTask(split, i, n, names.shard_filename(name, split, i, n), (), options.index)
+        for split, n in sorted(shard_counts.items(), key=lambda kv: names.split_order(kv[0]))
         for i in range(n)
     ]
     labelled = bool(label_names)
@@ -216,7 +217,7 @@ def _dataset_name(src: str, options: TextOptions) -> str:
     if is_text_name(base):
         stem = base[:-3] if base.lower().endswith(".gz") else base
         base = stem.rsplit(".", 1)[0] or base
-    return fmt.sanitize_name(options.name or base)
+    return names.sanitize_name(options.name or base)
 
 
 def _chunks(sources: list[TextSource], options: TextOptions) -> list[list[int]]:
@@ -252,19 +253,19 @@ def _shard_counts(
     }
 
 
-def text_features(options: TextOptions, labelled: bool) -> list[fmt.Feature]:
+def text_features(options: TextOptions, labelled: bool) -> list[Feature]:
     """What each stored text example holds: packed sequences, or one document (or window)."""
     if options.pack:
-        return [fmt.Feature(k, "int64", (-1,)) for k in ("input_ids", "segment_ids", "positions")]
+        return [Feature(k, "int64", (-1,)) for k in ("input_ids", "segment_ids", "positions")]
     features = [
-        fmt.Feature("input_ids", "int64", (-1,)),
-        fmt.Feature("length", "int64"),
-        fmt.Feature("doc_id", "string", kind="text"),
+        Feature("input_ids", "int64", (-1,)),
+        Feature("length", "int64"),
+        Feature("doc_id", "string", kind="text"),
     ]
     if options.stride is not None:
-        features.append(fmt.Feature("window", "int64"))
+        features.append(Feature("window", "int64"))
     if labelled:
-        features.append(fmt.Feature("label", "int64", kind="class_label"))
+        features.append(Feature("label", "int64", kind="class_label"))
     return features
 
 

@@ -17,7 +17,8 @@ from feedgpu.convert.commit import Progress, ShardResult
 from feedgpu.convert.plan import ShardTask
 from feedgpu.convert.summary import Summary
 from feedgpu.format.manifest import TextStatistics
-from feedgpu.format.records import Writable, encode_example, frame_records
+from feedgpu.format.records import Writable, frame_records
+from feedgpu.format.schema import Schema
 
 WASTE_LENGTHS = (64, 128, 256, 512, 1024)
 
@@ -29,6 +30,7 @@ class ChunkWriter:
     folder: str
     pack: int | None
     pad_id: int
+    schema: Schema
     handles: dict[str, Any] = field(default_factory=dict)
     pieces: dict[str, dict[str, Any]] = field(default_factory=dict)
     lengths: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
@@ -99,7 +101,7 @@ class ChunkWriter:
     def add(self, key: str, ids: Any, extra: dict[str, Any]) -> None:
         """One example's ids (with special tokens): written, or into the packer."""
         if self.pack is None:
-            self.write(key, encode_example({"input_ids": ids, **extra}))
+            self.write(key, self.schema.encode({"input_ids": ids, **extra}))
             self.lengths[key][len(ids)] += 1
             return
         buffer = self.packers.setdefault(key, [[], [], []])  # ids, segments, positions
@@ -119,7 +121,7 @@ class ChunkWriter:
         pad = self.pack - len(buffer[0]) if self.pack else 0
         self.write(
             key,
-            encode_example(
+            self.schema.encode(
                 {
                     "input_ids": buffer[0] + [self.pad_id] * pad,
                     "segment_ids": buffer[1] + [0] * pad,

@@ -14,9 +14,11 @@ from feedgpu.convert.execute import StageOutput
 from feedgpu.convert.kept import check_kept
 from feedgpu.convert.plan import DatasetPlan
 from feedgpu.convert.summary import Summary
-from feedgpu.format import layout as fmt
+from feedgpu.format import names
 from feedgpu.format.index import index_path
 from feedgpu.format.manifest import Manifest, ShardInfo, SplitInfo
+from feedgpu.format.schema import Schema
+from feedgpu.format.tfds import write_tfds_metadata
 
 
 def finalize(
@@ -35,23 +37,23 @@ def finalize(
         + "\n"
         for s in skips
     )
-    storage.write_atomic(storage.join(out, fmt.SKIPPED), lines.encode("utf-8"))
+    storage.write_atomic(storage.join(out, names.SKIPPED), lines.encode("utf-8"))
     kept = output.text.documents if output.text else sum(r.num_records for r in results)
     check_kept(kept, skips, out, plan.converter, allow=allow_skips)
 
     shards: dict[str, list[ShardInfo]] = {}
     summary = Summary()
-    for task in sorted(plan.tasks, key=lambda t: fmt.split_order(t.split)):
+    for task in sorted(plan.tasks, key=lambda t: names.split_order(t.split)):
         r = by_file[task.filename]
         index = index_path(r.filename) if task.indexed else None
         info = ShardInfo(r.filename, r.num_records, r.num_bytes, index)
         shards.setdefault(task.split, []).append(info)
         summary.merge(Summary(r.stats))
     splits = {name: SplitInfo(tuple(infos)) for name, infos in shards.items()}
-    fmt.write_tfds_metadata(
+    write_tfds_metadata(
         out,
         name=plan.name,
-        features=plan.features,
+        schema=Schema.of(plan.features),
         splits={k: [(s.num_examples, s.num_bytes) for s in v.shards] for k, v in splits.items()},
         label_names=plan.label_names,
         supervised_keys=plan.supervised_keys,

@@ -16,8 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from feedgpu.format.layout import Feature, shard_filename
 from feedgpu.format.manifest import TokenizerInfo
+from feedgpu.format.names import shard_filename
+from feedgpu.format.schema import Feature
 
 # Several files per split even for small datasets: parallel interleave reads several files at
 # once, per-epoch file shuffling needs more than one, and each training host takes whole files.

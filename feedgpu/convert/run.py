@@ -21,7 +21,7 @@ from feedgpu.convert.finalize import finalize
 from feedgpu.convert.plan import DatasetPlan
 from feedgpu.convert.run_options import RunOptions
 from feedgpu.errors import DatasetError
-from feedgpu.format import layout as fmt
+from feedgpu.format import names
 from feedgpu.format.index import INDEX_SUFFIX
 from feedgpu.format.manifest import Manifest, read_manifest
 from feedgpu.progress import progress_bar
@@ -60,8 +60,8 @@ _METADATA_FILES = (
     "features.json",
     "tokenizer.json",
     "vocab.txt",
-    fmt.MANIFEST,
-    fmt.SKIPPED,
+    names.MANIFEST,
+    names.SKIPPED,
 )
 
 
@@ -69,8 +69,8 @@ def _remove_dataset(out_dir: str) -> None:
     """Delete what feedgpu writes in out_dir, and nothing else."""
     for name in storage.listdir(out_dir):
         if (
-            fmt.is_shard_filename(name)
-            or fmt.is_shard_filename(name.removesuffix(INDEX_SUFFIX))
+            names.is_shard_filename(name)
+            or names.is_shard_filename(name.removesuffix(INDEX_SUFFIX))
             or (".tfrecord-" in name and ".tmp-" in name)
             or name in _METADATA_FILES
             or name.endswith(".labels.txt")
@@ -103,12 +103,12 @@ def _prepare(plan: DatasetPlan, overwrite: bool) -> bool:
     """Make out_dir ready for this plan; True if it already holds exactly this dataset."""
     out = plan.out_dir
     storage.makedirs(out)
-    names = storage.listdir(out)
-    if fmt.MANIFEST in names:
+    present = storage.listdir(out)
+    if names.MANIFEST in present:
         old = read_manifest(out)
-        shards_present = all(s.file in names for sp in old.splits.values() for s in sp.shards)
+        shards_present = all(s.file in present for sp in old.splits.values() for s in sp.shards)
         if old.fingerprint == plan.fingerprint and shards_present and not overwrite:
-            if WORK_DIR in names:
+            if WORK_DIR in present:
                 storage.remove(storage.join(out, WORK_DIR))
             return True
         if not overwrite:
@@ -118,20 +118,20 @@ def _prepare(plan: DatasetPlan, overwrite: bool) -> bool:
                 "use --overwrite to replace it, or choose another output folder"
             )
         _remove_dataset(out)
-    elif WORK_DIR in names:
+    elif WORK_DIR in present:
         plan_file = storage.join(out, WORK_DIR, "plan.json")
         previous = json.loads(storage.read_bytes(plan_file)) if storage.exists(plan_file) else {}
         if previous.get("fingerprint") != plan.fingerprint or overwrite:
             logger.info("discarding an interrupted conversion made with other inputs or options")
             _remove_dataset(out)
-    elif [n for n in names if not n.startswith(".")] and not overwrite:
+    elif [n for n in present if not n.startswith(".")] and not overwrite:
         raise DatasetError(
             f"{out} is not empty and is not a feedgpu dataset; "
             "choose an empty or new folder (or pass --overwrite to write into it anyway)"
         )
     _remove_temporaries(out)
     storage.makedirs(storage.join(out, WORK_DIR))
-    fmt.write_json(storage.join(out, WORK_DIR, "plan.json"), {"fingerprint": plan.fingerprint})
+    storage.write_json(storage.join(out, WORK_DIR, "plan.json"), {"fingerprint": plan.fingerprint})
     return False
 
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from feedgpu import storage
 from feedgpu.errors import DatasetError
-from feedgpu.format.layout import MANIFEST, Feature, features_to_json, write_json
+from feedgpu.format.names import MANIFEST
+from feedgpu.format.schema import Feature, Schema
 
 FORMAT_VERSION = 2
 # Pad tokens, in the order looked for; version-1 packing took the first two (else id 0).
@@ -214,6 +215,11 @@ class Manifest:
         return "text" if any(f.name == "input_ids" for f in self.features) else "image"
 
     @property
+    def schema(self) -> Schema:
+        """The features as one object: it encodes, checks and parses examples."""
+        return Schema(self.features)
+
+    @property
     def labelled(self) -> bool:
         """Whether examples carry a class label."""
         return any(f.kind == "class_label" for f in self.features)
@@ -255,7 +261,7 @@ class Manifest:
             "options": dict(self.options),
             "inputs_fingerprint": self.inputs_fingerprint,
             "fingerprint": self.fingerprint,
-            "features": features_to_json(self.features),
+            "features": Schema(self.features).to_json(),
             "label_names": list(self.label_names),
             "splits": {
                 name: {
@@ -307,10 +313,7 @@ class Manifest:
                 options=dict(data.get("options", {})),
                 inputs_fingerprint=data.get("inputs_fingerprint", ""),
                 fingerprint=data.get("fingerprint", ""),
-                features=tuple(
-                    Feature(f["name"], f["dtype"], tuple(f["shape"]), f["kind"], f.get("encoding"))
-                    for f in data["features"]
-                ),
+                features=Schema.from_json(data["features"]).features,
                 label_names=tuple(data.get("label_names", ())),
                 splits={
                     name: SplitInfo(
@@ -339,7 +342,7 @@ class Manifest:
 
     def write(self, out_dir: str) -> None:
         """Write `feedgpu.json` atomically and durably: it is what says "complete"."""
-        write_json(storage.join(out_dir, MANIFEST), self.to_json(), durable=True)
+        storage.write_json(storage.join(out_dir, MANIFEST), self.to_json(), durable=True)
 
 
 def read_manifest(out_dir: str) -> Manifest:

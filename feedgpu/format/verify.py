@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from feedgpu import storage
-from feedgpu.format import layout as fmt
+from feedgpu.format import names
 from feedgpu.format.index import read_index
 from feedgpu.format.manifest import read_manifest
 from feedgpu.format.records import RecordError, decode_example, read_records
@@ -56,8 +56,8 @@ def verify_dataset(out_dir: str, *, decode: bool = False, quiet: bool = True) ->
     shards = [s for split in manifest.splits.values() for s in split.shards]
     listed = {s.file for s in shards}
     for name in storage.listdir(out_dir):
-        if fmt.is_shard_filename(name) and name not in listed:
-            report.problems.append(f"{name}: shard file not listed in {fmt.MANIFEST}")
+        if names.is_shard_filename(name) and name not in listed:
+            report.problems.append(f"{name}: shard file not listed in {names.MANIFEST}")
     bar = progress_bar(sum(s.num_bytes for s in shards), unit="B", unit_scale=True, disable=quiet)
     for shard in shards:
         path = storage.join(out_dir, shard.file)

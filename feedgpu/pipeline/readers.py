@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from feedgpu import storage
-from feedgpu.format.layout import Feature
 from feedgpu.format.manifest import read_manifest
 from feedgpu.pipeline.buckets import BLOCK
 from feedgpu.pipeline.split_view import SplitView, view_split
@@ -19,20 +18,6 @@ if TYPE_CHECKING:
     from feedgpu.pipeline.spec import PipelineSpec
 
 logger = logging.getLogger(__name__)
-
-
-def _parse_spec(features: tuple[Feature, ...]) -> dict[str, Any]:
-    import tensorflow as tf
-
-    spec = {}
-    for f in features:
-        dtype = {"string": tf.string, "int64": tf.int64, "float32": tf.float32}[f.dtype]
-        spec[f.name] = (
-            tf.io.RaggedFeature(dtype, row_splits_dtype=tf.int64)
-            if f.shape
-            else tf.io.FixedLenFeature([], dtype)
-        )
-    return spec
 
 
 # Records skipped as damaged by ignore_errors readers in this process, by shard file.
@@ -105,7 +90,7 @@ def read_blocks(
         ds = tf.data.Dataset.from_tensor_slices(files)
         if spec.shuffle_files:
             ds = ds.shuffle(len(files), seed=spec.seed, reshuffle_each_iteration=True)
-    parse_spec = _parse_spec(view.features)
+    parse_spec = view.schema.parse_spec()
     interleave = {
         "cycle_length": spec.cycle_length,
         "num_parallel_calls": tf.data.AUTOTUNE,

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from feedgpu import storage
 from feedgpu.errors import DatasetError, UsageError
-from feedgpu.format.layout import Feature
 from feedgpu.format.manifest import read_manifest
+from feedgpu.format.schema import Schema
 
 if TYPE_CHECKING:
     from feedgpu.pipeline.spec import PipelineSpec
@@ -24,7 +24,7 @@ class SplitView:
         kind: "image" or "text".
         files: this host's shard files (full paths), in the split's order.
         num_examples: examples in those files.
-        features: the manifest's features (what each record holds: the parse spec).
+        schema: what each record holds (its parse spec).
         labelled: examples carry a class label.
         pack_length: the packed sequence length, when text was packed.
         dataset_fingerprint: the conversion's fingerprint (a re-conversion changes it).
@@ -35,7 +35,7 @@ class SplitView:
     kind: str
     files: tuple[str, ...]
     num_examples: int
-    features: tuple[Feature, ...]
+    schema: Schema
     labelled: bool
     pack_length: int | None
     dataset_fingerprint: str
@@ -79,7 +79,7 @@ def view_split(spec: PipelineSpec, input_context: Any = None) -> SplitView:
         kind=manifest.kind,
         files=tuple(storage.join(spec.data_dir, s.file) for s in shards),
         num_examples=sum(s.num_examples for s in shards),
-        features=tuple(manifest.features),
+        schema=manifest.schema,
         labelled=manifest.labelled,
         pack_length=manifest.pack_length,
         dataset_fingerprint=manifest.fingerprint,
