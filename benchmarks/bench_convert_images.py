@@ -30,6 +30,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from bench_data import list_images, make_folder
+
 import feedgpu
 
 
@@ -53,60 +55,6 @@ class ConvertBenchResult:
     @property
     def ours_vs_classic(self) -> float:
         return self.ours_img_s / self.classic_img_s
-
-
-def _generate(args: tuple[str, int, int, int]) -> int:
-    from feedgpu.samples import write_sample_images
-
-    folder, num_classes, per_class, seed = args
-    return write_sample_images(
-        folder, num_classes=num_classes, images_per_class=per_class, sizes=((500, 375),), seed=seed
-    )
-
-
-def make_folder(folder: str, images: int, workers: int, seed: int = 0) -> None:
-    """N 500x375 JPEGs in 8 class folders, generated on all cores (skipped if already there)."""
-    classes = 8
-    per_class = max(1, images // classes)
-    jobs = [
-        (os.path.join(folder, f"part{i}"), classes, per_class // workers + 1, seed * 100 + i)
-        for i in range(workers)
-    ]
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        pool.map(_generate, jobs)
-    # Flatten part*/CLASS/x.jpg into CLASS/pN_x.jpg and trim to exactly `images` files.
-    files = sorted(
-        os.path.join(root, f) for root, _, fs in os.walk(folder) for f in fs if f.endswith(".jpg")
-    )
-    for i, path in enumerate(files):
-        part, cls, name = path.split(os.sep)[-3:]
-        if i >= images:
-            os.remove(path)
-            continue
-        os.makedirs(os.path.join(folder, cls), exist_ok=True)
-        os.replace(path, os.path.join(folder, cls, f"{part}_{name}"))
-    for i in range(workers):
-        shutil.rmtree(os.path.join(folder, f"part{i}"), ignore_errors=True)
-
-
-def converted_images(root: str, images: int) -> str:
-    """ROOT/images, a feedgpu dataset of `images` generated JPEGs (kept in ROOT/jpegs), made or
-    brought up to date: the pipeline benchmarks' image set. Returns its path."""
-    import feedgpu
-    from feedgpu.convert.plan import default_workers
-
-    src, out = os.path.join(root, "jpegs"), os.path.join(root, "images")
-    if len(list_images(src)) != images:
-        shutil.rmtree(src, ignore_errors=True)
-        make_folder(src, images, default_workers())
-    feedgpu.convert_images(src, out, quiet=True)
-    return out
-
-
-def list_images(folder: str) -> list[str]:
-    return sorted(
-        os.path.join(root, f) for root, _, fs in os.walk(folder) for f in fs if f.endswith(".jpg")
-    )
 
 
 def _decode_reduced(path: str) -> int:

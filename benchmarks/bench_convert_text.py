@@ -25,7 +25,6 @@ import json
 import math
 import multiprocessing
 import os
-import random
 import shutil
 import statistics
 import sys
@@ -33,6 +32,8 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+
+from bench_data import LENGTHS, make_corpus, train_tokenizer
 
 
 @dataclass(frozen=True)
@@ -57,71 +58,6 @@ class TextBenchResult:
     @property
     def ours_vs_plain(self) -> float:
         return self.ours_tok_s / self.plain_tok_s
-
-
-# Words per document, as the (mu, sigma) of a lognormal. With the default 8k vocabulary
-# (measured): ~45 tokens (titles, queries, dictionary entries), ~320, ~2,400 (articles);
-# "real": ~220 in lines of sentences with punctuation, digits, quotes, some non-ASCII text.
-LENGTHS = {"short": (3.2, 0.5), "medium": (5.0, 0.8), "long": (7.2, 0.5), "real": (4.4, 0.9)}
-_EXTRAS = ["café", "naïve", "Zürich", "—", "…", "“quoted”", "東京", "€5"]
-
-
-def _real_text(rng: random.Random, vocab: list[str], weights: list[float], words: int) -> str:
-    """Lines of sentences: commas, digits, quotes, question marks; 1 in 5 has non-ASCII."""
-    lines, line, sentence = [], [], []
-    for word in rng.choices(vocab, weights, k=words):
-        roll = rng.random()
-        if roll < 0.03:
-            word = str(rng.randint(1, 2030))
-        elif roll < 0.04:
-            word = f'"{word}"'
-        sentence.append(word)
-        if rng.random() < 0.08:
-            sentence[-1] += ","
-        if len(sentence) > rng.randint(6, 20):
-            end = rng.choice(".....?!:")
-            line.append(" ".join(sentence).capitalize() + end)
-            sentence = []
-            if rng.random() < 0.3:
-                lines.append(" ".join(line))
-                line = []
-    if sentence:
-        line.append(" ".join(sentence).capitalize() + ".")
-    lines.append(" ".join(line))
-    if rng.random() < 0.2:
-        lines.insert(rng.randrange(len(lines)), rng.choice(_EXTRAS))
-    return "\n".join(lines)
-
-
-def make_corpus(folder: str, megabytes: float, seed: int = 0, length: str = "medium") -> list[str]:
-    """JSONL files of documents with Zipf-distributed synthetic words and lognormal lengths."""
-    rng = random.Random(seed)
-    letters = "etaoinshrdlcumwfgypbvkjxqz"
-    vocab = [
-        "".join(rng.choice(letters[: rng.randint(6, 26)]) for _ in range(rng.randint(2, 11)))
-        for _ in range(30000)
-    ]
-    weights = [1 / (rank + 1) for rank in range(len(vocab))]
-    os.makedirs(folder, exist_ok=True)
-    docs, size, part = [], 0, 0
-    target = megabytes * 1e6
-    out = open(os.path.join(folder, "part-000.jsonl"), "w", encoding="utf-8")  # noqa: SIM115
-    while size < target:
-        count = max(5, int(rng.lognormvariate(*LENGTHS[length])))
-        if length == "real":
-            text = _real_text(rng, vocab, weights, count)
-        else:
-            text = " ".join(rng.choices(vocab, weights, k=count)).capitalize() + "."
-        line = json.dumps({"text": text}, ensure_ascii=False) + "\n"
-        out.write(line)
-        docs.append(text)
-        size += len(line)
-        if size > (part + 1) * target / 8:
-            part += 1
-            out.close()
-            out = open(os.path.join(folder, f"part-{part:03d}.jsonl"), "w", encoding="utf-8")  # noqa: SIM115
-    out.close()
-    return docs
 
 
 def run_ceiling(tokenizer, docs: list[str]) -> tuple[float, int]:
@@ -208,12 +144,6 @@ def run_ours(src: str, out_dir: str, tokenizer_arg: str) -> tuple[float, int]:
     return tokens / seconds, tokens
 
 
-def _train_tokenizer(spec: str, sample: list[str], out_dir: str) -> None:
-    from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
-
-    load_tokenizer(TokenizerSpec.parse(spec), iter(sample)).save(out_dir)
-
-
 def _learn_vocabulary(args: argparse.Namespace, kind: str, tmp: str) -> None:
     """One vocabulary for every profile (they share their words), learned on the start of the
     medium corpus (then ~40, ~300 and ~2,000 tokens a document) and of the real-like one (its
@@ -225,13 +155,13 @@ def _learn_vocabulary(args: argparse.Namespace, kind: str, tmp: str) -> None:
         shutil.rmtree(os.path.join(tmp, name))
     trainer = (f"train:{kind}:{args.vocab_size}", sample, tmp)
     if kind == "bpe":  # learned by HF tokenizers, which leaves nothing behind: here
-        _train_tokenizer(*trainer)
+        train_tokenizer(*trainer)
         return
     # WordPiece in a child process: training with tensorflow-text's learner leaves this process
     # measurably slower at everything after it (ceiling and ours alike, 0.55 -> 0.85 s for the
     # ceiling here), which is not what this benchmark is about.
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        pool.apply(_train_tokenizer, trainer)
+        pool.apply(train_tokenizer, trainer)
 
 
 def _measure(args, profile: str, tmp: str, tokenizer_arg: str, tok, kind: str, tf_import_s: float):

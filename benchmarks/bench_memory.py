@@ -29,8 +29,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 TARGET_MB = 1073.7  # 1 GiB
 GROWTH_LIMIT = 1.25
 
@@ -119,8 +117,7 @@ def main(argv: Sequence[str] | None = None) -> list[MemoryRow]:
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--data", help="folder to keep the generated inputs in between runs")
     args = parser.parse_args(argv)
-    import bench_convert_images
-    import bench_convert_text
+    import bench_data
 
     from feedgpu.convert.plan import default_workers
 
@@ -132,22 +129,22 @@ def main(argv: Sequence[str] | None = None) -> list[MemoryRow]:
         for scale in (1, 4):
             folder = os.path.join(data, f"images-{scale}x")
             n = args.images * scale
-            if len(bench_convert_images.list_images(folder)) != n:
+            if len(bench_data.list_images(folder)) != n:
                 shutil.rmtree(folder, ignore_errors=True)
                 print(f"generating {n} images in {folder} ...", file=sys.stderr)
-                bench_convert_images.make_folder(folder, n, default_workers(), seed=scale)
+                bench_data.make_folder(folder, n, default_workers(), seed=scale)
             corpus = os.path.join(data, f"text-{scale}x")
             if not os.path.isdir(corpus):
                 print(f"generating {args.mb * scale:g} MB of text in {corpus} ...", file=sys.stderr)
-                bench_convert_text.make_corpus(corpus, args.mb * scale, seed=scale)
+                bench_data.make_corpus(corpus, args.mb * scale, seed=scale)
             inputs[scale] = (folder, corpus)
         vocab = os.path.join(data, "vocab.txt")
         if not os.path.exists(vocab):
-            sample = bench_convert_text.make_corpus(os.path.join(tmp, "sample"), min(2, args.mb))
+            sample = bench_data.make_corpus(os.path.join(tmp, "sample"), min(2, args.mb))
             # In a child: this process stays small (its children are what is measured).
             with multiprocessing.get_context("spawn").Pool(1) as pool:
                 pool.apply(
-                    bench_convert_text._train_tokenizer,
+                    bench_data.train_tokenizer,
                     (f"train:wordpiece:{args.vocab_size}", sample, data),
                 )
         base = [sys.executable, "-m", "feedgpu", "convert"]

@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> MonitorBenchResult:
     from feedgpu.bench.device import resolve_devices
     from feedgpu.bench.models import build_workload
     from feedgpu.bench.report import verdict_for
-    from feedgpu.pipeline.stages import StageChanges
+    from feedgpu.pipeline.measure_hooks import StageChanges
     from feedgpu.samples import make_default_dataset
 
     workdir = args.data or tempfile.mkdtemp(prefix="bench-monitor-")

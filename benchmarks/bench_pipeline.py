@@ -259,9 +259,7 @@ def main(argv: Sequence[str] | None = None) -> PipelineBenchResult:
     parser.add_argument("--text-lengths", default="medium,short", help="length profiles")
     parser.add_argument("--data", help="folder to keep generated data in between runs")
     args = parser.parse_args(argv)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bench_convert_images import converted_images
-    from bench_convert_text import make_corpus
+    from bench_data import converted_images, make_corpus
 
     import feedgpu
     from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer

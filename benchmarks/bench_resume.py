@@ -182,8 +182,7 @@ def main(argv: Sequence[str] | None = None) -> list[ResumeRow]:
     )
     parser.add_argument("--data", help="folder to keep generated data in between runs")
     args = parser.parse_args(argv)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bench_convert_images import converted_images
+    from bench_data import converted_images
 
     tmp = tempfile.mkdtemp(prefix="bench_resume_data_")
     root = args.data or tmp

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_data
 
 IMAGE_TRICKS = ("frozen_heap", "crc_heads")
 TEXT_TRICKS = ("frozen_heap", "crc_heads", "in_graph", "orjson", "plain_marks")
@@ -70,7 +70,7 @@ def _cached_mb() -> float:
 @contextlib.contextmanager
 def switched_off(trick: str) -> Iterator[None]:
     """The trick replaced by its plain equivalent until the block ends."""
-    from feedgpu.convert import heap
+    from feedgpu.convert import gc_freeze as heap
     from feedgpu.converters.text import chunks as text_chunks
     from feedgpu.converters.text import sources as text_sources
     from feedgpu.format import records
@@ -146,12 +146,11 @@ def alternate(
 
 def image_rows(args: argparse.Namespace, tmp: str) -> list[dict[str, object]]:
     """Runs without TensorFlow loaded, as the CLI's image conversion does (workers fork)."""
-    import bench_convert_images
 
     from feedgpu import ImageOptions, convert_images
 
     src = os.path.join(tmp, "images")
-    bench_convert_images.make_folder(src, args.images, 2)
+    bench_data.make_folder(src, args.images, 2)
 
     def convert(out: str) -> None:
         convert_images(src, out, ImageOptions(), quiet=True)
@@ -162,12 +161,11 @@ def image_rows(args: argparse.Namespace, tmp: str) -> list[dict[str, object]]:
 
 
 def text_rows(args: argparse.Namespace, tmp: str, length: str) -> list[dict[str, object]]:
-    import bench_convert_text
 
     from feedgpu import TextOptions, convert_text
 
     src = os.path.join(tmp, f"corpus-{length}")
-    bench_convert_text.make_corpus(src, args.mb, length=length)
+    bench_data.make_corpus(src, args.mb, length=length)
     vocab = os.path.join(tmp, "vocab.txt")
 
     def convert(out: str) -> None:
@@ -194,7 +192,6 @@ def main(argv: Sequence[str] | None = None) -> list[TrickRow]:
     parser.add_argument("--profiles", default="images,short,medium")
     parser.add_argument("--tricks", default=",".join(TEXT_TRICKS), help="which to measure")
     args = parser.parse_args(argv)
-    import bench_convert_text
 
     tmp = tempfile.mkdtemp(prefix="bench_tricks_")
     rows: list[dict[str, object]] = []
@@ -204,8 +201,8 @@ def main(argv: Sequence[str] | None = None) -> list[TrickRow]:
             rows += _in_child(image_rows, args, tmp)  # type: ignore[operator]
         texts = [p for p in profiles if p != "images"]
         if texts:
-            sample = bench_convert_text.make_corpus(os.path.join(tmp, "sample"), 2)
-            _in_child(bench_convert_text._train_tokenizer, "train:wordpiece:8000", sample, tmp)
+            sample = bench_data.make_corpus(os.path.join(tmp, "sample"), 2)
+            _in_child(bench_data.train_tokenizer, "train:wordpiece:8000", sample, tmp)
             for length in texts:
                 rows += _in_child(text_rows, args, tmp, length)  # type: ignore[operator]
     finally:

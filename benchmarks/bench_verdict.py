@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> VerdictBenchResult:
     from feedgpu.bench.device import resolve_devices
     from feedgpu.bench.measure import BenchOptions, bench_input
     from feedgpu.bench.report import verdict_for
-    from feedgpu.pipeline.stages import StageChanges
+    from feedgpu.pipeline.measure_hooks import StageChanges
     from feedgpu.samples import make_default_dataset
 
     workdir = args.data or tempfile.mkdtemp(prefix="bench-verdict-")

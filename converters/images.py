@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from feedgpu import storage
-from feedgpu.convert.heap import heap_frozen
+from feedgpu.convert.gc_freeze import heap_frozen
 from feedgpu.convert.plan import DatasetPlan, Skip, SkipItem, plan_shards
 from feedgpu.convert.pool import ItemShardBody
 from feedgpu.convert.run import ConversionReport, write_dataset

@@ -32,8 +32,8 @@ from feedgpu.bench.spread import Spread
 from feedgpu.bench.steps import compute_gradients, make_train_step
 from feedgpu.cli import main
 from feedgpu.errors import DeviceSetupError
+from feedgpu.pipeline.measure_hooks import StageChanges
 from feedgpu.pipeline.spec import PipelineSpec
-from feedgpu.pipeline.stages import StageChanges
 from feedgpu.samples import write_sample_images
 
 
@@ -232,7 +232,7 @@ import sys
 from feedgpu.bench.device import DeviceConfig, resolve_devices
 from feedgpu.bench.measure import BenchOptions, bench_input
 from feedgpu.bench.render import render_report
-from feedgpu.pipeline.stages import StageChanges
+from feedgpu.pipeline.measure_hooks import StageChanges
 quick = {"seconds": 0.6, "max_seconds": 2.0, "ablation_seconds": 0.4, "quiet": True}
 # input wait is the question, not XLA's compile nor the precision this host's CPU would get
 setup = resolve_devices(DeviceConfig(precision="float32", xla=False))

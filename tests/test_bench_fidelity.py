@@ -29,8 +29,8 @@ from feedgpu.bench.spread import Spread
 from feedgpu.bench.steps import StepTimes
 from feedgpu.bench.train_step import StepSettings, xla_note
 from feedgpu.cli import main
+from feedgpu.pipeline.measure_hooks import StageChanges
 from feedgpu.pipeline.spec import PipelineSpec
-from feedgpu.pipeline.stages import StageChanges
 
 QUICK = {"seconds": 0.4, "ablation": "never", "quiet": True, "batch_size": 8}
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from feedgpu import storage
-from feedgpu.convert.heap import heap_frozen
+from feedgpu.convert.gc_freeze import heap_frozen
 from feedgpu.convert.plan import DatasetPlan, ShardTask, Skip, count_shards
 from feedgpu.convert.run import ConversionReport, write_dataset
 from feedgpu.convert.run_options import RunOptions

@@ -1,6 +1,6 @@
 """Which input stage costs most: each made free in turn, and each setting worth trying, measured.
 
-Stages are made free one at a time (feedgpu.pipeline.stages.StageChanges) and the pipeline's rate
+Stages are made free one at a time (`measure_hooks.StageChanges`) and the pipeline's rate
 measured alone; a stage's cost is the host time per example that making it free saves. Reading
 and parsing nest ("parse" free means the parsed examples repeat from memory, so reading is free
 too): parse's own cost is the difference between the two. Settings (cache, determinism) are
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from feedgpu.bench.records import AblationResult, AblationRow
+from feedgpu.pipeline.measure_hooks import SKIPPABLE_STAGES, StageChanges
 from feedgpu.pipeline.spec import PipelineSpec, fits_memory_cache
-from feedgpu.pipeline.stages import SKIPPABLE_STAGES, StageChanges
 
 if TYPE_CHECKING:
     from feedgpu.bench.records import PipelineRate

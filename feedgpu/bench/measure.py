@@ -29,8 +29,8 @@ from feedgpu.bench.yours import bench_yours
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import read_manifest
 from feedgpu.pipeline.build import build_pipeline
+from feedgpu.pipeline.measure_hooks import StageChanges
 from feedgpu.pipeline.spec import PipelineSpec
-from feedgpu.pipeline.stages import StageChanges
 
 __all__ = ["BenchOptions", "bench_input"]
 

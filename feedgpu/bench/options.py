@@ -7,7 +7,7 @@ from typing import Any
 
 from feedgpu.bench.user_model import is_user_model
 from feedgpu.errors import UsageError
-from feedgpu.pipeline.stages import StageChanges
+from feedgpu.pipeline.measure_hooks import StageChanges
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from feedgpu.chatter import load_tensorflow
 from feedgpu.cli.flags import DEVICE, SPEC, options_from, values_for
 from feedgpu.errors import UsageError
-from feedgpu.native_stderr import load_tensorflow
 
 if TYPE_CHECKING:
     from feedgpu.convert.run_options import RunOptions
@@ -174,8 +174,8 @@ def bench_input(args: argparse.Namespace) -> int:
     from feedgpu.bench.render import render_report
     from feedgpu.bench.user_data import dataset_from_fn, import_modules
     from feedgpu.bench.user_model import is_user_model
+    from feedgpu.pipeline.measure_hooks import StageChanges
     from feedgpu.pipeline.spec import PipelineSpec
-    from feedgpu.pipeline.stages import StageChanges
     from feedgpu.samples import make_default_dataset
 
     overrides = values_for(args, args.flags, SPEC)

@@ -16,10 +16,10 @@ import shlex
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from feedgpu.chatter import BEAM_CHATTER, filtered_native_stderr
 from feedgpu.convert.commit import Progress, ShardBody, ShardResult, load_finished, write_shard
 from feedgpu.convert.plan import ShardTask
 from feedgpu.errors import DatasetError, InputError, UsageError
-from feedgpu.native_stderr import BEAM_CHATTER, filtered_native_stderr
 
 logger = logging.getLogger(__name__)
 DEFAULT_OPTIONS = (

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from feedgpu.pipeline.epochs import epoch_batches, epoch_plan, example_epoch, run_epochs
 from feedgpu.pipeline.images import image_batches
+from feedgpu.pipeline.measure_hooks import StageChanges, sleep_elements
 from feedgpu.pipeline.readers import epoch_source
 from feedgpu.pipeline.spec import PipelineSpec
 from feedgpu.pipeline.split_view import view_split
-from feedgpu.pipeline.stages import StageChanges, sleep_elements
 
 if TYPE_CHECKING:
     from feedgpu.pipeline.position import InputPosition

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from feedgpu.pipeline.measure_hooks import StageChanges
     from feedgpu.pipeline.spec import PipelineSpec
-    from feedgpu.pipeline.stages import StageChanges
 
 # ImageNet channel statistics (0-255 scale): the normalisation most pretrained models expect.
 IMAGENET_MEAN = (123.675, 116.28, 103.53)
@@ -98,7 +98,7 @@ def image_batches(ds: Any, spec: PipelineSpec, stages: StageChanges, seed: int) 
     it is the same whenever that example is replayed, and different every epoch."""
     import tensorflow as tf
 
-    from feedgpu.pipeline.stages import delayed
+    from feedgpu.pipeline.measure_hooks import delayed
 
     augment = spec.training and "augment" not in stages.skip
     parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": spec.deterministic}

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from feedgpu import storage
 from feedgpu.format.manifest import read_manifest
 from feedgpu.pipeline.buckets import BLOCK
+from feedgpu.pipeline.measure_hooks import HELD_RECORDS, StageChanges
 from feedgpu.pipeline.split_view import SplitView, view_split
-from feedgpu.pipeline.stages import HELD_RECORDS, StageChanges
 
 if TYPE_CHECKING:
     from feedgpu.pipeline.spec import PipelineSpec
