@@ -146,7 +146,8 @@ def normalize_image(data: bytes, options: ImageOptions) -> tuple[bytes, int, int
             if options.verify == "fast":  # DCT scaling: 1/8 size, still reads every byte
                 # Pillow picks the scale from floor(size / request): ask for floor(size / 8).
                 # Greyscale output: libjpeg still entropy-decodes every component (what finds
-                # truncated and corrupt data) but skips colour conversion (~3% of the decode).
+                # truncated and corrupt data) but skips colour conversion (benchmarks/RESULTS.md,
+                # "greyscale validation").
                 img.draft("L", (max(1, width // 8), max(1, height // 8)))
             img.load()
             return data, height, width, True

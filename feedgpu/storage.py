@@ -44,7 +44,8 @@ def open_file(path: str, mode: str) -> IO[Any]:
 def create_streamed(path: str) -> IO[bytes]:
     """A new file for one large sequential write (a shard), through the page cache: training
     right after a conversion then reads the shards from memory. (Writing around the page cache
-    with O_DIRECT measured no faster, 0.97-1.00x, benchmarks/RESULTS.md.)"""
+    with O_DIRECT measured no faster: benchmarks/RESULTS.md, "Image conversion: workers before
+    the listing".)"""
     if is_remote(path):
         stream: IO[bytes] = _gfile().GFile(path, "wb")
         return stream

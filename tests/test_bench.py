@@ -112,11 +112,11 @@ from feedgpu.bench import device
 first = feedgpu.setup_devices(feedgpu.DeviceConfig(memory_limit_mb=512))
 import tensorflow as tf
 tf.constant(1.0)
-forced = resolve_devices(feedgpu.DeviceConfig(precision="mixed_float16", xla=False))
+forced = device.resolve_devices(feedgpu.DeviceConfig(precision="mixed_float16", xla=False))
 auto = {}
 for amx in (True, False):
     device._cpu_has_amx_bf16 = lambda amx=amx: amx
-    auto[str(amx)] = resolve_devices(feedgpu.DeviceConfig()).to_json()
+    auto[str(amx)] = device.resolve_devices(feedgpu.DeviceConfig()).to_json()
 out = {"set_up": {"first": first.to_json(), "forced": forced.to_json(), "auto": auto}}
 """
 

@@ -19,15 +19,12 @@ from feedgpu.converters.text.sources import Document, DocumentBlock, ReadOptions
 if TYPE_CHECKING:
     from feedgpu.converters.text.options import TextSource
 
-# What a tokenizer thread takes at once: 8,192 documents or 1 MiB of text, whichever fills
-# first. Each batch costs ~2 ms beyond its documents (graph calls, tensors, GIL handoffs), so
-# 1,024 ~45-token documents a batch left a third of a short-document conversion to that;
-# by characters, a batch of long documents is no longer a tenth of the corpus (30 MB of
-# ~2,400-token documents made 3 batches for 4 threads). Medians of 6 alternating runs, 30 MB:
-# short 1.26 -> 0.86 s, real-like 1.08 -> 1.03, long 0.74 -> 0.50, medium no change. 2 MiB was
-# 3-7% faster still on short and real-like, but a running batch's tensors cost ~25 bytes a
-# character while the allocator keeps them: peak RSS of a 50 MB conversion 827, 930, 1,050
-# and 1,135 MB at 0.5, 1, 1.5 and 2 MiB (benchmarks/RESULTS.md, issue 16).
+# What a tokenizer thread takes at once: BATCH_DOCS documents or BATCH_CHARS of text,
+# whichever fills first. Each batch has a fixed cost beyond its documents (graph calls,
+# tensors, GIL handoffs), which small batches of short documents pay too often; counted by
+# characters too, a batch of long documents stays a small part of the corpus, so every thread
+# has work. Larger batches were faster still on short text but held more memory while the
+# allocator keeps their tensors (benchmarks/RESULTS.md, "Issue 16", "batches by size").
 BATCH_DOCS = 8192
 BATCH_CHARS = 1 << 20
 

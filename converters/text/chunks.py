@@ -250,8 +250,8 @@ class TextRunner(ShardStage):
         # Tokenizing runs on worker threads (TF and HF release the GIL) while this thread reads.
         # Two a core: each alternates Python (holding the GIL) and graph calls (TensorFlow's
         # own threads, one a core, do the work), so with one a core those threads sat idle
-        # whenever both were in Python. Measured: 0.90 -> 0.83 s for 50 MB; four a core, no
-        # better; six, worse.
+        # whenever both were in Python; more a core measured no better (benchmarks/RESULTS.md,
+        # "two threads a core").
         workers = run.worker_count()
         with ThreadPoolExecutor(2 * workers) as pool:
             pending: list[Any] = []

@@ -2,7 +2,7 @@
 
 Building each example in Python (`records.encode_example`) holds the GIL per document, on the
 one thread that also reads and writes: with the tokenizer on the other threads, that thread was
-what the conversion waited for (2.5-4x slower, benchmarks/RESULTS.md, "tricks"). Here a
+what the conversion waited for (benchmarks/RESULTS.md, "Which conversion tricks"). Here a
 batch's examples come from a few numpy passes and `tf.io.encode_proto` ops on the tokenizer's
 threads, mostly without the GIL, with the same bytes `encode_example` gives for {"doc_id",
 "input_ids", "length"[, "label"]} (tested).
@@ -112,7 +112,8 @@ def _serialize(ids: Any, sizes: Any, doc_ids: Any, labels: list[int] | None) -> 
     import tensorflow as tf
 
     # Each document's varint bytes (7 bits a byte, 10 for negatives), counted here: numpy's
-    # cumsum is ~8x TensorFlow's on CPU (0.12 vs 0.9 ms per 186k ids, measured).
+    # cumsum is faster than TensorFlow's on CPU (benchmarks/RESULTS.md, "varint counts in
+    # numpy").
     width = 1
     if len(ids):
         width = 10 if ids.min() < 0 else max(1, (int(ids.max()).bit_length() + 6) // 7)
@@ -222,8 +223,7 @@ def route(doc_ids: Any, key: list[int]) -> Any:
 
     One op per batch (SipHash-2-4, without the GIL) on the tokenizer threads. Per document in
     Python (SHA-256 and the Python around it) it ran on the reading thread, which short
-    documents keep busy: with the statistics counted per batch, 1.75 -> 1.61 s (medians of 3
-    alternating pairs) for 30 MB of ~45-token documents (benchmarks/RESULTS.md, 2026-12-01).
+    documents keep busy (benchmarks/RESULTS.md, "Issue 16").
     """
     import numpy as np
     import tensorflow as tf
@@ -241,7 +241,8 @@ def flat_ids(per_text: Sequence[Any]) -> tuple[Any, Any]:
     if not per_text:
         return np.zeros(0, np.int64), lengths
     # One array per text, then one concatenation: iterating the ids one by one (numpy views
-    # among them after a redo) cost 0.3 s of a 30 MB real-like conversion.
+    # among them after a redo) was a measurable part of a real-like conversion
+    # (benchmarks/RESULTS.md, "a redo's ids concatenated").
     values = np.concatenate([np.asarray(ids, np.int64) for ids in per_text])
     return values.astype(np.int64, copy=False), lengths
 

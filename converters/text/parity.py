@@ -16,11 +16,12 @@ from feedgpu.converters.text.sources import Document
 from feedgpu.converters.text.tokenizer import TextTokenizer
 
 logger = logging.getLogger(__name__)
-# The parity sample: a thousandth of the corpus, within bounds. HF, the reference, tokenizes
-# ~0.27 M tokens/s per core, so a fixed 200k characters (~50k tokens, ~0.2 CPU-s) was a tenth
-# of a 50 MB conversion and nothing for 5 GB; proportional, it costs both ~2% and looks harder
-# at bigger corpora. 50k characters (a few dozen documents) still shows any difference in
-# normalisation, vocabulary or unknown-token handling, which changes most documents.
+# The parity sample: a thousandth of the corpus, within bounds. HF, the reference, is far
+# slower than the fast path, so a fixed sample was a large part of a small conversion and
+# nothing for a big one; proportional, it costs every corpus the same small share and looks
+# harder at bigger corpora. The lower bound (a few dozen documents) still shows any difference
+# in normalisation, vocabulary or unknown-token handling, which changes most documents
+# (benchmarks/RESULTS.md, "the parity sample").
 PARITY_SAMPLE_FRACTION = 0.001
 PARITY_SAMPLE_CHARS = (50_000, 2_000_000)
 

@@ -6,8 +6,8 @@ units. Each of those differences is a property of one character or one word. And
 a text at whitespace before anything else (tab, CR, LF and space are whitespace to both, never
 removed), so a text's ids are its words' ids in order: a text with one odd word ("…" in a
 sentence, a ligature, a zero-width space) needs HF for that word only, not for the whole text.
-HF tokenizes ~0.27 M tokens/s per core against ~10 M for the fast path: redoing whole texts
-was the largest cost of converting real-like text (benchmarks/RESULTS.md, issue 16).
+HF tokenizes far slower than the fast path: redoing whole texts was the largest cost of
+converting real-like text (benchmarks/RESULTS.md, "Issue 16").
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import unicodedata
 from typing import Any
 
 # Words of 26 characters or more (26 can exceed 100 UTF-8 bytes), matched from their start
-# only: without the look-behind the search retries at each character (24 vs 13 us a document).
+# only: without the look-behind the search retries at each character (twice the time a
+# document, measured).
 _LONG_WORD = re.compile(r"(?<!\S)\S{26,}")
 _PLAIN_CHARS = r"\t\n\r\x20-\x7e"  # an RE2 class's ASCII without controls: never redone
 PLAIN_ASCII = f"[{_PLAIN_CHARS}]*"
@@ -73,10 +74,11 @@ def word_runs(text: str, lowercase: bool) -> list[tuple[bool, str]]:
 
 
 # Blocks whose every character `_odd_char` clears (tested): taken whole, unchecked. CJK
-# ideographs and Hangul syllables, ~32,000 characters, where checking one by one costs ~50 ms.
+# ideographs and Hangul syllables: tens of thousands of characters, too many to check one by
+# one each time the pattern is made.
 FINE_BLOCKS = ((0x4E00, 0x9FFF), (0xAC00, 0xD7A3))
 # Blocks of the common scripts, checked character by character when the pattern is made
-# (~6,000 characters, ~10 ms): Latin-1 and Latin Extended, Greek, Cyrillic, Hebrew, Arabic,
+# (a few thousand characters): Latin-1 and Latin Extended, Greek, Cyrillic, Hebrew, Arabic,
 # Indic scripts, Latin Extended Additional, general punctuation and currency, CJK symbols and
 # kana, emoji.
 CHECKED_BLOCKS = (

@@ -1,8 +1,8 @@
 """Tokenizers for conversion: load tokenizer.json or vocab.txt, or train one; never download.
 
 HF `tokenizers` is the reference for every model. WordPiece vocabularies also get a fast path,
-tensorflow-text's `FastBertTokenizer` (6.26 M tokens/s vs HF's 0.77-1.07 here, see
-benchmarks/RESULTS.md), used only where it
+tensorflow-text's `FastBertTokenizer` (several times HF's speed: benchmarks/RESULTS.md,
+"Text conversion"), used only where it
 tokenizes exactly as the reference does: the few words with compatibility characters
 (ligatures, "…", roman numerals), control characters or over 100 bytes go to HF
 (`text_redo`).
@@ -231,8 +231,8 @@ class TextTokenizer:
         # Batches of plain texts only (printable ASCII, tab, CR, LF) skip BERT's normaliser: for
         # them it only lowercases (when the vocabulary is uncased) and turns tab, CR and LF into
         # spaces, which WordPiece's own split treats alike. tf.strings.lower and the WordPiece
-        # step alone give the same ids ~10% faster (0.62 vs 0.69 CPU-s on the 50 MB benchmark
-        # corpus). The step is FastBertTokenizer's own (private: without it, every batch takes
+        # step alone give the same ids faster (benchmarks/RESULTS.md, "plain marks"). The
+        # step is FastBertTokenizer's own (private: without it, every batch takes
         # the whole tokenizer). A mixed batch takes the whole tokenizer too: splitting it and
         # merging the ragged results back cost more than the normaliser.
         from feedgpu.tf_private import fast_wordpiece_step
@@ -244,7 +244,7 @@ class TextTokenizer:
         @tf.function(input_signature=[texts, tf.TensorSpec([None], tf.bool)], autograph=False)
         def tokenize(batch: Any, known: Any) -> tuple[Any, Any, Any]:
             ragged = fast.tokenize(batch)
-            # Only the texts not known to be plain are scanned (RE2 costs ~7% of tokenizing);
+            # Only the texts not known to be plain are scanned (RE2 costs a share of tokenizing);
             # the ones it clears are not checked in Python (`needs_reference`).
             unknown = tf.where(tf.logical_not(known))
             checked = cleared_in_graph(tf.gather_nd(batch, unknown), lowercase)

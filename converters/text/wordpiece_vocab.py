@@ -40,8 +40,8 @@ def learn_wordpiece(
     differs run to run, and ties between equally frequent pairs are broken by those ids. Every
     "##c" of the corpus's alphabet is made a token before training (the first pass finds the
     alphabet), so no id depends on the order of a hash map: the same corpus gives the same
-    vocabulary on every run, at HF's speed (tensorflow-text's learner, used before: 80-130 s
-    for 16,000 entries on 4.5 MB, and short of the size asked).
+    vocabulary on every run, at HF's speed (tensorflow-text's learner, used before, was many
+    times slower and short of the size asked: benchmarks/RESULTS.md, "Issue 25").
     """
     from tokenizers import Tokenizer
     from tokenizers.models import WordPiece

@@ -140,8 +140,8 @@ class FeedMonitor(keras.callbacks.Callback):
 
     def _finish(self) -> None:
         """Stop the window's profiler; its trace is read at the epoch's end, between steps:
-        read right away, on the hook's thread beside the next steps, it took their CPU (+3% on
-        the steps after the window, bench_monitor.py)."""
+        read right away, on the hook's thread beside the next steps, it took their CPU
+        (bench_monitor.py; benchmarks/RESULTS.md, "FeedMonitor inside `model.fit`")."""
         session, self._active = self._active, None
         assert session is not None
         session.stop()

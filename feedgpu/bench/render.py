@@ -39,6 +39,28 @@ def _batches(ran_with: dict[str, object]) -> str:
 
 def render_report(report: BenchReport) -> str:
     """The report as a readable table with the verdict, the reasons and what to change."""
+    lines = [*_table_lines(report), *_verdict_lines(report), *_capacity_lines(report)]
+    if report.ablation:
+        lines += _ablation_lines(report)
+    lines.extend(f"to change: {line}" for line in report.advice)
+    if report.profile_dir:
+        lines.append(f"profile: tensorboard --logdir {report.profile_dir} (Profile tab)")
+    if report.compared:
+        lines += _side_by_side_lines(report)
+    if report.run:
+        if report.run.compile_s >= 1:
+            lines.append(
+                f"note: the first step compiled in {report.run.compile_s:.0f} s (not timed)"
+            )
+        other = xla_note(report.run, report.ceiling.step_ms_median)
+        if other:
+            lines.append(f"note: {other}")
+    lines.extend(f"note: {note}" for note in (*report.notes, *report.device.notes))
+    return "\n".join(lines)
+
+
+def _table_lines(report: BenchReport) -> list[str]:
+    """The header (what ran, on what) and the three phases with their spreads."""
     device = report.device
     lines = [
         f"bench-input: {report.model} on {device.device_type} ({_ran_as(report)}, "
@@ -68,6 +90,13 @@ def render_report(report: BenchReport) -> str:
                 f"note: {name} timed only {rate.num_steps} steps ({rate.total_s:.0f} s, the "
                 "cap): its spread is wide; raise --max-seconds or lower --batch-size"
             )
+    return lines
+
+
+def _verdict_lines(report: BenchReport) -> list[str]:
+    """The verdict with its share, a measurement problem, and where a gap that is not input
+    wait comes from (the pipeline and the model sharing the host)."""
+    e, c = report.end_to_end, report.ceiling
     low, high = report.verdict_range
     if report.verdict == "uncertain":
         reason = report.uncertain_reason
@@ -80,16 +109,16 @@ def render_report(report: BenchReport) -> str:
                 f"it ranged {_range(e.share_spread, '.1%')} over the rounds, from {low} to "
                 f"{high}; rerun with more --seconds on a quieter machine"
             )
-        lines.append(
+        lines = [
             f"verdict: uncertain: input wait is {report.input_share:.1%} of step time, but {why}"
-        )
+        ]
     else:
         bound = {"saturated": "< 5%", "moderately input-bound": "5-20%"}.get(low, ">= 20%")
-        lines.append(
+        lines = [
             f"verdict: {report.verdict}: input wait is {report.input_share:.1%} of step time "
             f"({bound}); end to end runs at {report.fraction_of_ceiling:.0%} of the compute "
             "ceiling"
-        )
+        ]
     if report.measurement_problem:
         lines.append(f"measurement problem: {report.measurement_problem}")
     compute_ms = e.step_ms_median - e.wait_ms_median
@@ -106,8 +135,15 @@ def render_report(report: BenchReport) -> str:
             f"note: {lead}: steps compute "
             f"{slower:.2f}x slower end to end ({compute_ms:.0f} vs "
             f"{c.step_ms_median:.0f} ms) because the pipeline competes with the model for the host"
-            + (" (expected on a CPU-only host)" if device.device_type == "CPU" else "")
+            + (" (expected on a CPU-only host)" if report.device.device_type == "CPU" else "")
         )
+    return lines
+
+
+def _capacity_lines(report: BenchReport) -> list[str]:
+    """What feeding the ceiling takes (cores, hosts, service workers), and GPU utilisation."""
+    p, c, device = report.pipeline, report.ceiling, report.device
+    lines = []
     if p.examples_per_s < c.examples_per_s:
         lines.append(
             f"the pipeline alone delivers {p.examples_per_s / c.examples_per_s:.0%} of what the "
@@ -134,23 +170,7 @@ def render_report(report: BenchReport) -> str:
         lines.append(f"GPU utilisation (NVML) end to end: {report.gpu_utilization:.0%}")
     elif device.device_type == "GPU":
         lines.append(f"GPU utilisation: not sampled ({report.gpu_note})")
-    if report.ablation:
-        lines += _ablation_lines(report)
-    lines.extend(f"to change: {line}" for line in report.advice)
-    if report.profile_dir:
-        lines.append(f"profile: tensorboard --logdir {report.profile_dir} (Profile tab)")
-    if report.compared:
-        lines += _side_by_side_lines(report)
-    if report.run:
-        if report.run.compile_s >= 1:
-            lines.append(
-                f"note: the first step compiled in {report.run.compile_s:.0f} s (not timed)"
-            )
-        other = xla_note(report.run, c.step_ms_median)
-        if other:
-            lines.append(f"note: {other}")
-    lines.extend(f"note: {note}" for note in (*report.notes, *device.notes))
-    return "\n".join(lines)
+    return lines
 
 
 def _ablation_lines(report: BenchReport) -> list[str]:

@@ -220,31 +220,7 @@ def build_parser(commands: Any) -> Parser:
     )
     parser.add_argument("--version", action="version", version=f"feedgpu {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    convert = sub.add_parser("convert", help="convert a folder into a sharded TFRecord dataset")
-    kinds = convert.add_subparsers(dest="kind", required=True, parser_class=Parser)
-    _command(
-        kinds,
-        "images",
-        IMAGES,
-        commands.convert_images,
-        help="image folder -> TFRecords",
-        description="Convert SRC (class per sub-folder, optionally under train/validation/test, "
-        "or a flat folder with --labels) into sharded TFRecords in OUT, readable by TFDS. "
-        "Valid JPEGs are stored byte for byte; other images are normalised to RGB. "
-        "Bad files are skipped with a reason in OUT/skipped.jsonl. Re-running the same "
-        "command after a crash finishes the job.",
-    )
-    _command(
-        kinds,
-        "text",
-        TEXT,
-        commands.convert_text,
-        help="text corpus -> pre-tokenized TFRecords",
-        description="Tokenize SRC (a folder or glob of .txt/.jsonl files, gzip allowed; "
-        "class folders optionally under train/validation/test) once, into sharded TFRecords of "
-        "token ids in OUT, with the tokenizer saved beside them. Bad documents are skipped with "
-        "a reason in OUT/skipped.jsonl. Re-running the same command after a crash finishes it.",
-    )
+    _add_convert(sub, commands)
     _command(
         sub,
         "verify",
@@ -277,6 +253,50 @@ def build_parser(commands: Any) -> Parser:
         "turn to name the one to fix. Without DATA, a generated sample image dataset is made "
         "in a temporary folder and measured.",
     )
+    _add_serve(sub, commands)
+    _command(
+        sub,
+        "sample-images",
+        SAMPLE,
+        commands.sample_images,
+        help="write a generated sample image folder",
+        description="Write DIR/CLASS/NNNNN.jpg photo-like images, to try "
+        "feedgpu without data of your own.",
+    )
+    return parser
+
+
+def _add_convert(sub: Any, commands: Any) -> None:
+    """`convert images` and `convert text`."""
+    convert = sub.add_parser("convert", help="convert a folder into a sharded TFRecord dataset")
+    kinds = convert.add_subparsers(dest="kind", required=True, parser_class=Parser)
+    _command(
+        kinds,
+        "images",
+        IMAGES,
+        commands.convert_images,
+        help="image folder -> TFRecords",
+        description="Convert SRC (class per sub-folder, optionally under train/validation/test, "
+        "or a flat folder with --labels) into sharded TFRecords in OUT, readable by TFDS. "
+        "Valid JPEGs are stored byte for byte; other images are normalised to RGB. "
+        "Bad files are skipped with a reason in OUT/skipped.jsonl. Re-running the same "
+        "command after a crash finishes the job.",
+    )
+    _command(
+        kinds,
+        "text",
+        TEXT,
+        commands.convert_text,
+        help="text corpus -> pre-tokenized TFRecords",
+        description="Tokenize SRC (a folder or glob of .txt/.jsonl files, gzip allowed; "
+        "class folders optionally under train/validation/test) once, into sharded TFRecords of "
+        "token ids in OUT, with the tokenizer saved beside them. Bad documents are skipped with "
+        "a reason in OUT/skipped.jsonl. Re-running the same command after a crash finishes it.",
+    )
+
+
+def _add_serve(sub: Any, commands: Any) -> None:
+    """`serve dispatcher` and `serve worker`: the tf.data service's servers."""
     serve = sub.add_parser(
         "serve",
         help="run tf.data service servers (preprocessing on remote CPU workers)",
@@ -302,13 +322,3 @@ def build_parser(commands: Any) -> Parser:
         description="Start a worker registered with DISPATCHER. Datasets are read by path: "
         "they must be at the same path here as on the trainer (shared FS or gs://). " + _NO_AUTH,
     )
-    _command(
-        sub,
-        "sample-images",
-        SAMPLE,
-        commands.sample_images,
-        help="write a generated sample image folder",
-        description="Write DIR/CLASS/NNNNN.jpg photo-like images, to try "
-        "feedgpu without data of your own.",
-    )
-    return parser

@@ -1,7 +1,7 @@
 """Bytes on disk: `tf.train.Example` protobufs and TFRecord framing, without importing TensorFlow.
 
 Converter workers only validate and copy bytes; importing TensorFlow there would cost each worker
-about 7 s and hundreds of MB. Both formats are small and stable, so they are written here and
+seconds and hundreds of MB. Both formats are small and stable, so they are written here and
 checked against TensorFlow's own parser and reader in the tests.
 """
 

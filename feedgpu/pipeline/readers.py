@@ -107,8 +107,9 @@ def read_blocks(
         )
         ds = ds.ignore_errors().ragged_batch(BLOCK)
     else:
-        # Blocks are formed inside each file's reader: a parallel interleave costs ~20 us per
-        # element here, so handing over blocks instead of records reads ~4x more records/s.
+        # Blocks are formed inside each file's reader: a parallel interleave costs more per
+        # element than a text record's parsing, so handing over blocks reads several times more
+        # records a second (benchmarks/RESULTS.md, "Parsing records one by one").
         ds = ds.interleave(lambda path: _reader(path).batch(BLOCK), **interleave)
         ds = ds.rebatch(BLOCK)  # whole blocks across files' ends: groups count on it
         if "read" in stages.skip:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from feedgpu.errors import FeedgpuError, UsageError
-from feedgpu.format.manifest import read_manifest
+from feedgpu.format.manifest import Manifest, read_manifest
 from feedgpu.pipeline.buckets import choose_boundaries, padding_waste
 from feedgpu.pipeline.spec_checks import (
     DTYPES,
@@ -53,6 +53,58 @@ def _shard_count(data_dir: Any, split: Any) -> int | None:
         return None
 
 
+def _memory_choices(
+    size: int, examples: int, budget: int, training: bool
+) -> tuple[tuple[Any, tuple[str, str]], tuple[int, tuple[str, str]]]:
+    """The cache and the shuffle buffer for a split of `size` bytes, each with its reason."""
+    # Cache the encoded records when they fit comfortably: every later epoch skips I/O and
+    # parsing.
+    cache = "memory" if fits_memory_cache(size, budget) else None
+    fits = "within" if cache else "over"
+    cache_reason = ("cache", f"split is {size / 1e6:.1f} MB, {fits} half the RAM budget")
+    num = max(1, examples)
+    per_example = max(1, size // num)
+    # A buffer of ~1/10 of the RAM budget, 1k..16k examples: beyond 16k, randomness gained is
+    # small compared with the start-up cost of filling the buffer.
+    shuffle = min(num, max(1024, min(16384, budget // 10 // per_example))) if training else 0
+    why = (
+        f"{per_example} bytes per example, {num} examples"
+        if training
+        else "evaluation: no shuffling"
+    )
+    shuffle_reason = ("shuffle_buffer", why)
+    return (cache, cache_reason), (shuffle, shuffle_reason)
+
+
+def _text_choices(
+    manifest: Manifest, max_length: int, values: dict[str, Any], reasons: list[tuple[str, str]]
+) -> None:
+    """Text's decisions from the manifest, into `values` with their `reasons`: the pad id, the
+    packed mode, and max_length and bucket boundaries from the exact length counts."""
+    if manifest.tokenizer is not None:
+        values["tokenizer_identity"] = manifest.tokenizer.identity
+        values["pad_id"] = manifest.tokenizer.pad_id
+        reasons.append(("pad_id", manifest.tokenizer.pad_choice))
+    if manifest.pack_length:
+        values["text_mode"] = "packed"
+        reasons.append(("text_mode", "the dataset is packed"))
+    counts = manifest.text.length_counts if manifest.text else ()
+    if not counts:
+        return
+    longest = max(length for length, _ in counts)
+    values["max_length"] = max_length = min(max_length, -(-longest // 8) * 8)
+    bounds = choose_boundaries(counts, max_length)
+    values["bucket_boundaries"] = tuple(bounds)
+    waste = padding_waste(counts, bounds)
+    fixed = padding_waste(counts, [max_length])
+    reasons.append(
+        (
+            "bucket_boundaries",
+            f"expected padding {waste:.1%} with buckets vs {fixed:.1%} padding all to {max_length}",
+        )
+    )
+
+
 @dataclass(frozen=True)
 class PipelineSpec:
     """Every decision of an input pipeline; `for_dataset` fills the automatic ones.
@@ -92,9 +144,9 @@ class PipelineSpec:
             (image batches then straddle epochs; text batches never do).
         ram_budget_bytes: memory the cache decision and tf.data's autotuner may plan for.
         autotune: let tf.data's autotuner set parallelism and buffer sizes while running.
-            Off by default, so AUTOTUNE stages run one thread per core: the autotuner left
-            the image decode map on one core in about half of the epochs, the cores half
-            idle (TF 2.21, benchmarks/RESULTS.md).
+            Off by default, so AUTOTUNE stages run one thread per core: the autotuner often
+            left the image decode map on one core, the others idle (TF 2.21;
+            benchmarks/RESULTS.md, "autotuner off").
         ignore_errors: skip records that fail to read or parse instead of failing.
         prefetch_to_device: prefetch batches onto the first GPU when there is one.
         service: tf.data service address (grpc://host:port), to run the pipeline remotely.
@@ -210,32 +262,9 @@ class PipelineSpec:
         budget = int(overrides.get("ram_budget_bytes", _memory_bytes() // 2))
         if "ram_budget_bytes" not in overrides:
             reasons.append(("ram_budget_bytes", "half of this machine's memory"))
-        size = info.num_bytes
-        # Cache the encoded records when they fit comfortably: every later epoch skips I/O
-        # and parsing.
-        cache = "memory" if fits_memory_cache(size, budget) else None
-        reasons.append(
-            (
-                "cache",
-                f"split is {size / 1e6:.1f} MB, "
-                f"{'within' if cache else 'over'} half the RAM budget",
-            )
-        )
-        num = max(1, info.num_examples)
-        per_example = max(1, size // num)
-        # A buffer of ~1/10 of the RAM budget, 1k..16k examples: beyond 16k, randomness
-        # gained is small compared with the start-up cost of filling the buffer.
-        shuffle = min(num, max(1024, min(16384, budget // 10 // per_example))) if training else 0
-        reasons.append(
-            (
-                "shuffle_buffer",
-                f"{per_example} bytes per example, {num} examples"
-                if training
-                else "evaluation: no shuffling",
-            )
-        )
+        cache, shuffle = _memory_choices(info.num_bytes, info.num_examples, budget, training)
+        reasons += [cache[1], shuffle[1]]
         files = len(info.shards)
-        cycle = _cycle_length(files)
         if "cycle_length" not in overrides:
             reasons.append(("cycle_length", f"{files} shard files, {os.cpu_count()} cores"))
         values: dict[str, Any] = {
@@ -245,42 +274,19 @@ class PipelineSpec:
             "training": training,
             "kind": kind,
             "shuffle_files": training and files > 1,
-            "shuffle_buffer": shuffle,
-            "cache": cache,
-            "cycle_length": cycle,
+            "shuffle_buffer": shuffle[0],
+            "cache": cache[0],
+            "cycle_length": _cycle_length(files),
             "drop_remainder": training,
             "ram_budget_bytes": budget,
         }
         if kind == "image" and overrides.get("service"):
-            # Batches cross the network: uint8 is 4x fewer bytes than float32 (measured on
-            # loopback: 0.49x -> 0.78x of the local rate, benchmarks/RESULTS.md); the model
-            # casts on the accelerator.
+            # Batches cross the network: uint8 is 4x fewer bytes than float32, the model casts
+            # on the accelerator (benchmarks/RESULTS.md, "tf.data service").
             values["dtype"] = "uint8"
             reasons.append(("dtype", "tf.data service: uint8 batches are 4x fewer bytes"))
         if kind == "text":
-            if manifest.tokenizer is not None:
-                values["tokenizer_identity"] = manifest.tokenizer.identity
-                values["pad_id"] = manifest.tokenizer.pad_id
-                reasons.append(("pad_id", manifest.tokenizer.pad_choice))
-            if manifest.pack_length:
-                values["text_mode"] = "packed"
-                reasons.append(("text_mode", "the dataset is packed"))
-            counts = manifest.text.length_counts if manifest.text else ()
-            max_length = int(overrides.get("max_length", 512))
-            if counts:
-                longest = max(length for length, _ in counts)
-                values["max_length"] = max_length = min(max_length, -(-longest // 8) * 8)
-                bounds = choose_boundaries(counts, max_length)
-                values["bucket_boundaries"] = tuple(bounds)
-                waste = padding_waste(counts, bounds)
-                fixed = padding_waste(counts, [max_length])
-                reasons.append(
-                    (
-                        "bucket_boundaries",
-                        f"expected padding {waste:.1%} with "
-                        f"buckets vs {fixed:.1%} padding all to {max_length}",
-                    )
-                )
+            _text_choices(manifest, int(overrides.get("max_length", 512)), values, reasons)
         values.update(overrides)
         values["reasons"] = tuple(reasons)
         return cls(**values)
