@@ -323,7 +323,7 @@ def convert_images(
     for byte, as an Apache Beam pipeline. A run that skipped more images for one reason than
     it kept raises InputError unless allow_skips (see `check_kept`).
     """
-    run = (run or RunOptions(**run_options)).for_paths(src, out_dir)
+    run = RunOptions.given(run, run_options).for_paths(src, out_dir)
     storage.ensure_output_dir(out_dir)
     options = options or ImageOptions()
 

@@ -82,3 +82,18 @@ def test_parse_spec_and_manifest_features_come_from_the_same_declaration() -> No
     tfds = TEXT.to_tfds(["neg", "pos"])["featuresDict"]["features"]
     assert list(tfds) == [f.name for f in TEXT.features]
     assert tfds["label"]["classLabel"] == {"numClasses": "2"}
+
+
+def test_numpy_values_and_empty_lists_fit_their_declared_types() -> None:
+    floats = Schema.of([Feature("score", "float32"), Feature("tags", "string", (-1,))])
+    assert floats.encode({"score": 0.5, "tags": np.array(["a", "b"])}) == encode_example(
+        {"score": 0.5, "tags": [b"a", b"b"]}
+    )
+    floats.encode({"score": 0.5, "tags": []})
+    with pytest.raises(ValueError, match="score: numpy float32 scalar.*pass value.item"):
+        floats.encode({"score": np.float32(0.5), "tags": []})
+    TEXT.encode({**GOOD, "input_ids": np.array([])})  # empty: its numpy dtype does not matter
+    with pytest.raises(ValueError, match="score: int value, declared float32"):
+        floats.encode({"score": 3, "tags": []})  # it would be written as an int
+    with pytest.raises(ValueError, match="tags: int value, declared string"):
+        floats.encode({"score": 0.5, "tags": ["a", 7]})

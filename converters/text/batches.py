@@ -1,6 +1,6 @@
 """A chunk's documents in batches of columns, for the tokenizer threads.
 
-Runs of usual JSON lines (`text_sources.DocumentBlock`) join a batch whole; other documents
+Runs of usual JSON lines (`sources.DocumentBlock`) join a batch whole; other documents
 one by one, each given its split and label index, or skipped with a reason.
 """
 

@@ -44,7 +44,7 @@ from feedgpu.converters.text.pieces import (
 from feedgpu.converters.text.sources import Document, input_bytes, iter_documents
 from feedgpu.converters.text.tokenizer import TextTokenizer
 from feedgpu.errors import InputError
-from feedgpu.format.schema import Schema
+from feedgpu.format.manifest import TokenizerInfo
 
 if TYPE_CHECKING:
     from feedgpu.converters.text.options import TextOptions, TextSource
@@ -80,7 +80,7 @@ class TextRunner(ShardStage):
                 before, after, options.max_length, tokenizer.unk_id, bool(plan.label_names)
             )
         self.work = storage.join(plan.out_dir, WORK_DIR)
-        self.schema = Schema.of(plan.features)  # the in-graph examples are checked against it
+        self.schema = plan.schema  # the in-graph examples are checked against it too
         self.tokenizer_info = plan.tokenizer
         self.pad_id = plan.tokenizer.pad_id
         # Per document: a seeded hash of its id picks the shard (a piece key such as
@@ -339,12 +339,16 @@ class TextRunner(ShardStage):
                 "--text-field/--label-field or the files' encoding, and see the reasons "
                 "with --strict"
             )
+        body = PieceShardBody(self.work, infos)
+        return StageOutput(body, skips, text=text_statistics(pieces), finish=self._finish)
+
+    def _finish(self) -> TokenizerInfo:
+        """After the shards: the parity verdict (its check ran beside them) and the saved
+        tokenizer, before the manifest, which names these files."""
         if self._parity is not None:
             self._parity.result()  # also when every chunk was done before: its verdict is kept
-        self.tok.save(self.plan.out_dir)  # before the manifest, which names these files
-        used = dataclasses.replace(self.tokenizer_info, parity=self.parity)
-        body = PieceShardBody(self.work, infos)
-        return StageOutput(body, skips, tokenizer=used, text=text_statistics(pieces))
+        self.tok.save(self.plan.out_dir)
+        return dataclasses.replace(self.tokenizer_info, parity=self.parity)
 
 
 class _BeamChunk:

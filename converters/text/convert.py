@@ -1,7 +1,7 @@
 """Text corpora to pre-tokenized shards: options, listing and the plan (chunks, shards).
 
 Token ids are stored once, so training never tokenizes. Planning happens here; reading,
-tokenizing and writing the chunks is `text_chunks.TextRunner`'s job.
+tokenizing and writing the chunks is `chunks.TextRunner`'s job.
 """
 
 from __future__ import annotations
@@ -123,8 +123,8 @@ def plan_text_dataset(
     check_strict(skips, run.strict)
     if not files:
         raise UsageError(f"no .txt or .jsonl files found in {src} ({len(skips)} other files)")
-    sources, skips, label_names = _labelled_sources(files, skips, options)
     fractions = parse_split_fractions(options.split) if options.split else {"train": 1.0}
+    sources, skips, label_names = _labelled_sources(files, skips, options)
     spec = TokenizerSpec.parse(options.tokenizer, options.lowercase)
     started = time.perf_counter()
     tokenizer = _tokenizer(spec, options, sources, fractions, run.quiet)
@@ -307,7 +307,7 @@ def convert_text(
     folder must be shared by the Beam workers. A run that skipped more inputs for one reason
     than it kept documents raises InputError unless allow_skips (see `check_kept`).
     """
-    run = run or RunOptions(**run_options)
+    run = RunOptions.given(run, run_options)
     storage.ensure_output_dir(out_dir)
     started = time.perf_counter()
     plan, stage = plan_text_dataset(src, out_dir, options, run)

@@ -18,8 +18,7 @@ import unicodedata
 from typing import Any
 
 # Words of 26 characters or more (26 can exceed 100 UTF-8 bytes), matched from their start
-# only: without the look-behind the search retries at each character (twice the time a
-# document, measured).
+# only: without the look-behind the search retries at each character.
 _LONG_WORD = re.compile(r"(?<!\S)\S{26,}")
 _PLAIN_CHARS = r"\t\n\r\x20-\x7e"  # an RE2 class's ASCII without controls: never redone
 PLAIN_ASCII = f"[{_PLAIN_CHARS}]*"
@@ -102,7 +101,8 @@ def fine_text_pattern(lowercase: bool) -> str:
 
     The tokenizer graph tests each text that is not plain ASCII against it, so a corpus in
     another script (or with accents, or "東京") is not checked in Python text by text: that
-    check was a fifth of the GIL-holding time of a real-like conversion (py-spy).
+    check held the GIL for a large share of a real-like conversion (benchmarks/RESULTS.md,
+    "Issue 16", "in-graph clearance").
     """
     points = [
         c for a, b in CHECKED_BLOCKS for c in range(a, b + 1) if not _odd_char(chr(c), lowercase)

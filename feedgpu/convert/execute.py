@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 
 from feedgpu.convert.commit import Progress, ShardBody, ShardResult, write_shard
 from feedgpu.convert.plan import ShardTask, Skip
@@ -27,6 +27,9 @@ class StageOutput:
         tokenizer: the tokenizer as used (text: its parity verdict included).
         text: statistics of the stored text.
         counted: the stage already reported every input's progress (shards then report none).
+        finish: run once the shards are written, before the manifest; gives the tokenizer
+            as used (text: waits for the parity verdict, which ran beside the shards, and
+            saves the tokenizer the manifest names).
     """
 
     body: ShardBody
@@ -34,6 +37,7 @@ class StageOutput:
     tokenizer: TokenizerInfo | None = None
     text: TextStatistics | None = None
     counted: bool = True
+    finish: Callable[[], TokenizerInfo] | None = None
 
 
 class ShardStage(abc.ABC):
@@ -77,7 +81,10 @@ class ShardWriter:
             output = StageOutput(self.work, counted=False)
         quiet: Progress = lambda items, measured: None  # noqa: E731
         progress = quiet if output.counted else on_progress
-        return output, self._write(output.body, out_dir, todo, progress)
+        results = self._write(output.body, out_dir, todo, progress)
+        if output.finish is not None:
+            output = replace(output, tokenizer=output.finish(), finish=None)
+        return output, results
 
     def _write(
         self, body: ShardBody, out_dir: str, todo: Sequence[ShardTask], progress: Progress

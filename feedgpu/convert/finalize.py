@@ -17,7 +17,6 @@ from feedgpu.convert.summary import Summary
 from feedgpu.format import names
 from feedgpu.format.index import index_path
 from feedgpu.format.manifest import Manifest, ShardInfo, SplitInfo
-from feedgpu.format.schema import Schema
 from feedgpu.format.tfds import write_tfds_metadata
 
 
@@ -53,7 +52,7 @@ def finalize(
     write_tfds_metadata(
         out,
         name=plan.name,
-        schema=Schema.of(plan.features),
+        schema=plan.schema,
         splits={k: [(s.num_examples, s.num_bytes) for s in v.shards] for k, v in splits.items()},
         label_names=plan.label_names,
         supervised_keys=plan.supervised_keys,

@@ -18,7 +18,7 @@ from typing import Any
 
 from feedgpu.format.manifest import TokenizerInfo
 from feedgpu.format.names import shard_filename
-from feedgpu.format.schema import Feature
+from feedgpu.format.schema import Feature, Schema
 
 # Several files per split even for small datasets: parallel interleave reads several files at
 # once, per-epoch file shuffling needs more than one, and each training host takes whole files.
@@ -150,6 +150,11 @@ class DatasetPlan:
     listing_skips: Sequence[Skip] = ()
     tokenizer: TokenizerInfo | None = None
     stages_s: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def schema(self) -> Schema:
+        """The features as one object: it encodes, checks and describes examples."""
+        return Schema.of(self.features)
 
     @property
     def fingerprint(self) -> str:

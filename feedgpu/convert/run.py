@@ -163,13 +163,15 @@ def write_dataset(
         DatasetError: out_dir holds something else and overwrite is False.
         InputError: with strict, a bad input; unless allow_skips, too little kept (`check_kept`).
     """
-    first = time.perf_counter() if started is None else started
     with shard_writer(work, run) as writer:
+        first = time.perf_counter() if started is None else started
+        planned_here = not isinstance(plan, DatasetPlan)
         if not isinstance(plan, DatasetPlan):
             plan = plan()
         start = time.perf_counter()
         parts = dict(plan.stages_s)
-        parts["listing"] = start - first - sum(parts.values())
+        if planned_here or started is not None:
+            parts["listing"] = start - first - sum(parts.values())
         return _write(plan, writer, run, first, start, parts, unit, rate_unit)
 
 

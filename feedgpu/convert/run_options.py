@@ -4,6 +4,7 @@ which alone chooses the executor from it. None of these change the bytes written
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from feedgpu.convert.plan import default_workers
 from feedgpu.errors import UsageError
@@ -46,6 +47,19 @@ class RunOptions:
             from feedgpu.convert.beam import require_beam
 
             require_beam()
+
+    @classmethod
+    def given(cls, run: RunOptions | None, keywords: dict[str, Any]) -> RunOptions:
+        """`run`, or the options the keywords name (a converter takes either).
+
+        Raises:
+            UsageError: both given (the keywords would be silently dropped).
+        """
+        if run is not None and keywords:
+            raise UsageError(
+                f"give run=RunOptions(...) or {', '.join(sorted(keywords))}=..., not both"
+            )
+        return run or cls(**keywords)
 
     @property
     def on_beam(self) -> bool:

@@ -145,15 +145,21 @@ class Schema:
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (bytes, str),
     "int64": (int,),
-    "float32": (float, int),
+    "float32": (float,),  # an int would be written as an Int64List
 }
+# numpy's kinds of each declared type: a numpy scalar or array of these encodes as declared.
+_NUMPY_KINDS = {"int64": "iu", "float32": "f", "string": "SUO"}
 
 
-def _check_scalar(feature: Feature, value: Any) -> None:
-    kinds = _PYTHON_TYPES[feature.dtype]
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        if feature.dtype == "int64" and hasattr(value, "dtype") and value.dtype.kind in "iu":
-            return  # a numpy integer
+def _check_scalar(feature: Feature, value: Any, in_list: bool = False) -> None:
+    if hasattr(value, "dtype") and not isinstance(value, (float, bytes, str)):
+        if in_list and value.dtype.kind in _NUMPY_KINDS[feature.dtype]:
+            return  # inside a list the codec takes numpy's numbers too
+        raise ValueError(  # alone, the codec writes Python values only
+            f"feature {feature.name}: numpy {value.dtype} scalar, declared {feature.dtype}: "
+            "pass value.item()"
+        )
+    if isinstance(value, bool) or not isinstance(value, _PYTHON_TYPES[feature.dtype]):
         raise ValueError(
             f"feature {feature.name}: {type(value).__name__} value, declared {feature.dtype}"
         )
@@ -165,9 +171,9 @@ def _check_value(feature: Feature, value: Any) -> None:
             raise ValueError(f"feature {feature.name}: a list, declared one value")
         _check_scalar(feature, value)
         return
-    if hasattr(value, "dtype"):  # a numpy array: its element type decides
-        wanted = {"int64": "iu", "float32": "f", "string": "SO"}[feature.dtype]
-        if value.ndim != 1 or value.dtype.kind not in wanted:
+    if hasattr(value, "dtype"):  # a numpy array: its element type decides (empty: any)
+        wanted = _NUMPY_KINDS[feature.dtype]
+        if value.ndim != 1 or (value.size and value.dtype.kind not in wanted):
             raise ValueError(
                 f"feature {feature.name}: array of {value.dtype} with {value.ndim} dimension(s), "
                 f"declared a list of {feature.dtype}"
@@ -175,5 +181,6 @@ def _check_value(feature: Feature, value: Any) -> None:
         return
     if not isinstance(value, (list, tuple)):
         raise ValueError(f"feature {feature.name}: one value, declared a list")
-    if value:  # the lists converters build hold one type: its first value says which
-        _check_scalar(feature, value[0])
+    if value:  # first and last: a whole check would cost a packed example its encoding's time
+        _check_scalar(feature, value[0], in_list=True)
+        _check_scalar(feature, value[-1], in_list=True)

@@ -68,7 +68,8 @@ def read_dataset(spec: PipelineSpec, input_context: Any = None) -> Any:
     the spec says; no augmentation, batching or prefetching.
 
     Raises:
-        DatasetError: missing split or a tokenizer other than the one the spec names.
+        DatasetError: as `split_view.view_split` (missing split, another tokenizer).
+        UsageError: the spec's kind is not the dataset's.
     """
     return read_examples(spec, view_split(spec, input_context), StageChanges())
 
