@@ -385,7 +385,7 @@ def test_cli_bench_errors_are_one_line(
     assert main(["bench-input", "--inject-delay", "decode", "--no-memory-growth"]) == 2
     assert "expected STAGE=MS" in capsys.readouterr().err
     assert main(["bench-input", "--print-schema"]) == 0
-    assert json.loads(capsys.readouterr().out)["$id"] == "feedgpu.bench-input/3"
+    assert json.loads(capsys.readouterr().out)["$id"] == "feedgpu.bench-input/4"
 
 
 # Both distributed paths in one fresh interpreter (a strategy is made at program start): two

@@ -90,7 +90,7 @@ def test_numpy_values_and_empty_lists_fit_their_declared_types() -> None:
         {"score": 0.5, "tags": [b"a", b"b"]}
     )
     floats.encode({"score": 0.5, "tags": []})
-    with pytest.raises(ValueError, match="score: numpy float32 scalar.*pass value.item"):
+    with pytest.raises(ValueError, match=r"score: numpy float32 scalar.*pass value\.item"):
         floats.encode({"score": np.float32(0.5), "tags": []})
     TEXT.encode({**GOOD, "input_ids": np.array([])})  # empty: its numpy dtype does not matter
     with pytest.raises(ValueError, match="score: int value, declared float32"):

@@ -22,6 +22,7 @@ from feedgpu.bench.phases import make_report, measure_step
 from feedgpu.bench.records import PipelineRate, StepRate
 from feedgpu.bench.report import SATURATED_SHARE, BenchReport, CapacityPlan, Compared
 from feedgpu.bench.rounds import PhaseProgress, measure_pipeline, profile_steps
+from feedgpu.bench.stage_settings import trace_stage_settings
 from feedgpu.bench.train_step import TrainStep, train_step_for
 from feedgpu.bench.user_data import DatasetShape
 from feedgpu.bench.user_model import ModelFit, fit_model, is_user_model, load_user_model
@@ -81,7 +82,7 @@ def bench_input(
     if dataset is None:
         assert data_dir is not None
         resolved = _resolve(data_dir, options, spec, fit, None, options.batch_size)
-        return _bench_feedgpu(resolved, options, setup, model, fit, progress)
+        return _reported(_bench_feedgpu(resolved, options, setup, model, fit, progress), options)
     refused = [name for name, given in _FEEDGPU_ONLY.items() if given(options)]
     if data_dir is None and (refused or spec is not None):
         raise UsageError(
@@ -90,7 +91,7 @@ def bench_input(
         )
     yours, train, shape = bench_yours(dataset, options, setup, model, progress, data_dir)
     if data_dir is None:
-        return yours
+        return _reported(yours, options)
     # feedgpu's pipeline built to the user's batches, on the same step, against the same ceiling
     resolved = _resolve(data_dir, options, spec, fit, shape, yours.batch_size)
     ours = _bench_feedgpu(
@@ -102,7 +103,40 @@ def bench_input(
         progress,
         shared=(train, yours.ceiling),
     )
-    return replace(yours, compared=Compared.of(ours))
+    return _reported(replace(yours, compared=Compared.of(ours)), options)
+
+
+def _distributed(spec: PipelineSpec, stages: StageChanges, setup: DeviceSetup) -> Any:
+    """The pipeline, per replica under a strategy (each worker builds its own share)."""
+    if not setup.distributed:  # no distribution layer: it would add a prefetch of its own
+        return build_pipeline(spec, None, stages)
+
+    def per_worker(context: Any) -> Any:
+        size = context.get_per_replica_batch_size(spec.batch_size)
+        return build_pipeline(spec.with_changes(batch_size=size), context, stages)
+
+    return setup.strategy.distribute_datasets_from_function(per_worker)
+
+
+def _stages(options: BenchOptions, progress: PhaseProgress, dataset: Any) -> Any:
+    """The pipeline's stages as TensorFlow ran them, when asked (after every timed phase:
+    tracing never changes what is measured)."""
+    if not options.traces_stages:
+        return None
+    with progress.phase("pipeline stages", "trace") as tick:
+        stages = trace_stage_settings(dataset())
+        tick(1)
+    return stages
+
+
+def _reported(report: BenchReport, options: BenchOptions) -> BenchReport:
+    """The report, written to options.report first when one is asked for (after every
+    measurement: drawing it changes nothing measured)."""
+    if options.report:
+        from feedgpu.report import write_report
+
+        write_report(options.report, [report.to_json()])
+    return report
 
 
 def _fit(model: Any, manifest: Any) -> ModelFit | None:
@@ -164,14 +198,7 @@ def _bench_feedgpu(
     spec = asked.with_changes(drop_remainder=True, repeat=True)
 
     def dataset(variant: PipelineSpec, stages: StageChanges) -> Any:
-        if not setup.distributed:  # no distribution layer: it would add a prefetch of its own
-            return build_pipeline(variant, None, stages)
-
-        def per_worker(context: Any) -> Any:
-            size = context.get_per_replica_batch_size(variant.batch_size)
-            return build_pipeline(variant.with_changes(batch_size=size), context, stages)
-
-        return setup.strategy.distribute_datasets_from_function(per_worker)
+        return _distributed(variant, stages, setup)
 
     variants = itertools.count(1)
 
@@ -210,6 +237,7 @@ def _bench_feedgpu(
     ):
         split_bytes = manifest.split(spec.split).num_bytes
         ablation = run_ablation(spec, options.stages, rate, split_bytes)
+    stages = _stages(options, progress, lambda: dataset(spec, options.stages))
     return make_report(
         options,
         setup,
@@ -227,4 +255,5 @@ def _bench_feedgpu(
         spec=(ablation.best_spec if ablation else spec).with_changes(repeat=asked.repeat),
         profile_dir=options.profile_dir,
         ran_with=_ran_with(spec, manifest.pack_length),
+        stages=stages,
     )

@@ -43,6 +43,8 @@ class FeedMonitor(keras.callbacks.Callback):
             trace is written to a temporary folder and removed once read.
         trace_dir: where kept traces go.
         verbose: print one line per window.
+        report: at the end of `fit`, write a page of the windows here (.html, or the chart as
+            a .png): input wait, examples/s and the verdict per window over the run.
 
     Attributes:
         windows: every window measured, in order (`InputWindow`).
@@ -60,8 +62,13 @@ class FeedMonitor(keras.callbacks.Callback):
         keep_traces: bool = False,
         trace_dir: str | None = None,
         verbose: int = 1,
+        report: str | None = None,
     ) -> None:
         super().__init__()
+        if report is not None:
+            from feedgpu.report import check_report_path
+
+            check_report_path(report)  # said now, not after the training
         for name, value, least in (("window", window, 1), ("start", start, 0)):
             if value < least:
                 raise UsageError(f"FeedMonitor {name}={value}: must be at least {least}")
@@ -73,7 +80,9 @@ class FeedMonitor(keras.callbacks.Callback):
         self.window, self.start, self.every = window, start, every
         self.batch_size, self.log_dir = batch_size, log_dir
         self.trace_dir, self.keep_traces, self.verbose = trace_dir, keep_traces, verbose
+        self.report = report
         self.windows: list[InputWindow] = []
+        self._epochs: dict[int, int] = {}  # a window's first step -> its epoch
         self._step = 0  # global steps run
         self._next_due = start
         self._epoch_done = False
@@ -96,6 +105,7 @@ class FeedMonitor(keras.callbacks.Callback):
         if self._active is not None or not self._due(batch):
             return
         self._active = _Session.begin(self.trace_dir if self.keep_traces else None, self._step)
+        self._epochs[self._step] = self._epoch
         if self._active.skipped:
             self._active = None
             self._settle()
@@ -122,6 +132,11 @@ class FeedMonitor(keras.callbacks.Callback):
         self._read_traces()
         if self._writer is not None:
             self._writer.close()
+        if self.report:
+            from feedgpu.report import write_monitor_report
+
+            name = getattr(self.model, "name", "model")
+            write_monitor_report(self.report, [w.to_json() for w in self.windows], name)
 
     # -- windows ---------------------------------------------------------------------------
     def _per_call(self) -> int:
@@ -157,7 +172,12 @@ class FeedMonitor(keras.callbacks.Callback):
         if found is None:
             logger.warning("FeedMonitor: the profiler recorded no training step in this window")
             return
-        window = replace(found, examples_per_step=self.batch_size, first_step=session.first_step)
+        window = replace(
+            found,
+            examples_per_step=self.batch_size,
+            first_step=session.first_step,
+            epoch=self._epochs.get(session.first_step),
+        )
         self.windows.append(window)
         if self.verbose:
             print(f"FeedMonitor: {window.line()}", flush=True)

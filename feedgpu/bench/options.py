@@ -33,6 +33,10 @@ class BenchOptions:
         service_workers: tf.data service workers serving the pipeline (when the spec names a
             service), for the capacity plan's workers-needed estimate.
         quiet: no progress bars.
+        report: write a report of the run here after measuring: an .html page (charts,
+            the pipeline as built, the environment) or a .png of the main charts.
+        trace_stages: after the timed phases, trace a fresh iterator to record each stage's
+            parallelism and buffers as TensorFlow ran them (on with a report).
     """
 
     split: str = "train"
@@ -50,6 +54,8 @@ class BenchOptions:
     stages: StageChanges = field(default_factory=StageChanges)
     service_workers: int = 1
     quiet: bool = False
+    report: str | None = None
+    trace_stages: bool = False
 
     def __post_init__(self) -> None:
         if self.ablation not in ("auto", "always", "never"):
@@ -66,9 +72,18 @@ class BenchOptions:
             raise UsageError(
                 f"max_seconds {self.max_seconds}: must be at least seconds ({self.seconds})"
             )
+        if self.report is not None:
+            from feedgpu.report import check_report_path
+
+            check_report_path(self.report)  # said before anything is measured
         for name in ("batch_size", "accumulate", "service_workers"):
             if getattr(self, name) < 1:
                 raise UsageError(f"{name} {getattr(self, name)}: must be at least 1")
+
+    @property
+    def traces_stages(self) -> bool:
+        """Whether the run records each stage's settings (asked for, or a report's)."""
+        return self.trace_stages or self.report is not None
 
     @property
     def cap_seconds(self) -> float:

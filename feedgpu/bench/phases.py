@@ -53,6 +53,7 @@ def make_report(
     a step's note (no XLA) joins the notes, and the advice follows from the whole."""
     note = getattr(train.step, "note", None)
     report = BenchReport(
+        environment=environment(setup),
         model=train.name,
         accumulate=options.accumulate,
         device=setup,
@@ -66,6 +67,28 @@ def make_report(
         **{**fields, "notes": (*fields.get("notes", ()), *([note] if note else []))},
     )
     return replace(report, advice=advice_for(report))
+
+
+def environment(setup: DeviceSetup) -> dict[str, Any]:
+    """Where the run ran: versions, host cores, the command line."""
+    import os
+    import platform
+    import shlex
+    import sys
+
+    import tensorflow as tf
+
+    from feedgpu import __version__
+
+    return {
+        "feedgpu": __version__,
+        "tensorflow": tf.__version__,
+        "python": platform.python_version(),
+        "host_cores": os.cpu_count() or 1,
+        "platform": platform.platform(terse=True),
+        "command": shlex.join([os.path.basename(sys.argv[0]), *sys.argv[1:]]),
+        "strategy": type(setup.strategy).__name__,
+    }
 
 
 def first_shape(batch: Any) -> tuple[int, ...]:

@@ -37,6 +37,28 @@ class PipelineRate:
 
 
 @dataclass(frozen=True)
+class RoundSteps:
+    """One round of a phase, step by step, for the report's timeline.
+
+    Attributes:
+        untimed: steps run first and not timed (compiling, warm-up, refilling buffers).
+        steps: each timed step's (input wait, the rest of the step), in ms.
+    """
+
+    untimed: int
+    steps: tuple[tuple[float, float], ...]
+
+    @classmethod
+    def of(cls, times: StepTimes) -> RoundSteps:
+        pairs = zip(times.wait_s, times.compute_s, strict=True)
+        return cls(times.warmup_steps, tuple((1000 * w, 1000 * c) for w, c in pairs))
+
+    def to_json(self) -> dict[str, Any]:
+        steps = [[round(w, 3), round(c, 3)] for w, c in self.steps]
+        return {"untimed": self.untimed, "steps": steps}
+
+
+@dataclass(frozen=True)
 class StepRate:
     """The model consuming batches (the ceiling: resident batches; end to end: the pipeline).
 
@@ -54,6 +76,7 @@ class StepRate:
         spread: examples/s over the rounds.
         share_spread: input share over the rounds.
         stopped_early: the time cap came before MIN_STEPS timed steps.
+        rounds: each round step by step (the report's timeline).
     """
 
     examples_per_s: float
@@ -69,6 +92,7 @@ class StepRate:
     spread: Spread | None = None
     share_spread: Spread | None = None
     stopped_early: bool = False
+    rounds: tuple[RoundSteps, ...] = ()
 
     @classmethod
     def from_rounds(cls, rounds: list[StepTimes]) -> StepRate:
@@ -77,7 +101,10 @@ class StepRate:
         The headline rate and input share are the median of the rounds, the statistic the
         spread is built on, so a headline always lies inside its own p10-p90.
         """
-        whole = cls.from_times(StepTimes.merged(rounds))
+        whole = replace(
+            cls.from_times(StepTimes.merged(rounds)),
+            rounds=tuple(RoundSteps.of(r) for r in rounds),
+        )
         timed = [r for r in rounds if r.wait_s]
         if not timed:
             return whole

@@ -16,6 +16,7 @@ from feedgpu.bench.device import DeviceSetup
 from feedgpu.bench.records import MIN_STEPS, AblationResult, PipelineRate, StepRate
 from feedgpu.bench.schema import SCHEMA_ID
 from feedgpu.bench.spread import Spread
+from feedgpu.bench.stage_settings import StageSettings
 from feedgpu.bench.train_step import StepSettings
 from feedgpu.pipeline.spec import PipelineSpec
 
@@ -133,6 +134,8 @@ class BenchReport:
     run: StepSettings | None = None  # what the timed step ran as (XLA, policy, steps a call)
     ran_with: dict[str, Any] = field(default_factory=dict)  # the batches: size, batch, dtype
     advice: tuple[str, ...] = ()  # what to change (bench.advice.advice_for)
+    stages: StageSettings | None = None  # each stage's parallelism and buffers, as TF ran it
+    environment: dict[str, Any] = field(default_factory=dict)  # versions, cores, command
 
     @property
     def input_share(self) -> float:
@@ -227,6 +230,9 @@ class BenchReport:
             "ablation": None if self.ablation is None else self.ablation.to_json(),
             "capacity": rounded(self.capacity),
             "spec": None if self.spec is None else json_spec(self.spec),
+            "spec_reasons": [] if self.spec is None else [list(r) for r in self.spec.reasons],
+            "stages": None if self.stages is None else self.stages.to_json(),
+            "environment": dict(self.environment),
             "notes": list(self.notes),
             "compared": None if self.compared is None else rounded(self.compared),
             "profile_dir": self.profile_dir,
@@ -235,7 +241,7 @@ class BenchReport:
 
 
 def _json_value(value: Any) -> Any:
-    if isinstance(value, Spread):
+    if isinstance(value, Spread) or hasattr(value, "to_json"):
         return value.to_json()
     if isinstance(value, dict):
         return {k: _json_value(v) for k, v in value.items()}

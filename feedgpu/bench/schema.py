@@ -7,7 +7,9 @@ from typing import Any
 
 # 2: spreads, "uncertain", the user's model and data. 3: what the step ran as ("run"), the
 # batches' shape ("ran_with"), the advice, why a verdict is uncertain, the side by side's spreads.
-SCHEMA_ID = "feedgpu.bench-input/3"
+# 4: what a report draws: each round step by step ("rounds"), the spec's reasons, each stage's
+# settings as TensorFlow ran them ("stages"), the run's environment.
+SCHEMA_ID = "feedgpu.bench-input/4"
 _RATE = {"type": "number", "minimum": 0}
 _SPREAD = {
     "oneOf": [
@@ -59,7 +61,47 @@ _STEPS = {
         "spread": _SPREAD,
         "share_spread": _SPREAD,
         "stopped_early": {"type": "boolean"},
+        "rounds": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["untimed", "steps"],
+                "properties": {
+                    "untimed": {"type": "integer", "minimum": 0},
+                    "steps": {
+                        "type": "array",
+                        "items": {"type": "array", "items": _RATE, "minItems": 2, "maxItems": 2},
+                    },
+                },
+            },
+        },
     },
+}
+_STAGES = {
+    "oneOf": [
+        {"type": "null"},
+        {
+            "type": "object",
+            "required": ["source", "stages"],
+            "properties": {
+                "source": {"type": "string"},
+                "stages": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["path", "stage", "settings"],
+                        "properties": {
+                            "path": {"type": "string"},
+                            "stage": {"type": "string"},
+                            "settings": {"type": "object"},
+                            "ranges": {"type": "object"},
+                            "autotune": {"type": ["boolean", "null"]},
+                        },
+                    },
+                },
+            },
+        },
+    ]
 }
 BENCH_REPORT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -227,6 +269,12 @@ BENCH_REPORT_SCHEMA: dict[str, Any] = {
                 {"type": "object", "required": ["data_dir", "batch_size", "kind"]},
             ]
         },
+        "spec_reasons": {
+            "type": "array",
+            "items": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2},
+        },
+        "stages": _STAGES,
+        "environment": {"type": "object"},
         "profile_dir": {"type": ["string", "null"]},
         "seconds_per_phase": _RATE,
     },

@@ -16,6 +16,7 @@ import glob
 import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from feedgpu.bench.report import verdict_for
 
@@ -35,6 +36,7 @@ class InputWindow:
         wait_s: time blocked fetching those batches.
         examples_per_step: batch size, when known (for examples/s).
         first_step: the window's first step (global), when known.
+        epoch: the epoch it was measured in, when known.
     """
 
     steps: int
@@ -42,6 +44,21 @@ class InputWindow:
     wait_s: float
     examples_per_step: int | None = None
     first_step: int | None = None
+    epoch: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The window as a report draws it."""
+        return {
+            "epoch": self.epoch,
+            "first_step": self.first_step,
+            "steps": self.steps,
+            "input_share": round(self.input_share, 4),
+            "examples_per_s": None
+            if self.examples_per_s is None
+            else round(self.examples_per_s, 2),
+            "step_ms": round(self.step_ms, 3),
+            "verdict": self.verdict,
+        }
 
     @property
     def input_share(self) -> float:

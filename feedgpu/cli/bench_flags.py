@@ -105,6 +105,12 @@ BENCH = [
     value("--profile", "write a TensorBoard profile of 10 steps", metavar="DIR", to="profile_dir"),
     value("--json", "write the report as JSON (- for stdout)", metavar="FILE", target=COMMAND),
     value(
+        "--report",
+        "write a report a browser opens offline (.html: verdict, charts, the pipeline as "
+        "built) or the main charts as one picture (.png); needs matplotlib",
+        metavar="FILE",
+    ),
+    value(
         "--save-spec",
         "write the best measured PipelineSpec as JSON",
         metavar="FILE",

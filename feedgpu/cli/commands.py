@@ -160,6 +160,15 @@ def sample_images(args: argparse.Namespace) -> int:
     return 0
 
 
+def report(args: argparse.Namespace) -> int:
+    from feedgpu.report import label_of, load_report, write_report
+
+    reports = [load_report(path) for path in args.reports]
+    write_report(args.out, reports, [label_of(path) for path in args.reports])
+    print(f"wrote {args.out}: {len(reports)} run(s)")
+    return 0
+
+
 def bench_input(args: argparse.Namespace) -> int:
     import tempfile
 
@@ -186,6 +195,7 @@ def bench_input(args: argparse.Namespace) -> int:
         overrides=overrides,
         stages=StageChanges(delay_s=tuple(_parse_delay(d) for d in args.inject_delay or ())),
         quiet=bool(args.quiet or args.json == "-"),
+        trace_stages=bool(args.json),  # a saved run can be drawn later (feedgpu report)
     )
     device = values_for(args, args.flags, DEVICE)
     if is_user_model(options.model) and device.get("precision", "auto") != "auto":

@@ -157,6 +157,17 @@ WORKER = [
     value("--host", "name to advertise", default="localhost", target=COMMAND),
     VERBOSE,
 ]
+REPORT = [
+    value("reports", "", nargs="+", metavar="JSON", target=COMMAND),
+    value(
+        "-o",
+        "the page (.html) or picture (.png, one run) to write",
+        metavar="FILE",
+        target=COMMAND,
+        dest="out",
+        required=True,
+    ),
+]
 SAMPLE = [
     value("dir", "", metavar="DIR", target=COMMAND),
     value("--classes", "", int, default=4, target=COMMAND),
@@ -254,6 +265,17 @@ def build_parser(commands: Any) -> Parser:
         "in a temporary folder and measured.",
     )
     _add_serve(sub, commands)
+    _command(
+        sub,
+        "report",
+        REPORT,
+        commands.report,
+        help="a page of saved bench-input --json runs: one run, or several side by side",
+        description="Draw the report of each bench-input --json file given: one run's page "
+        "(verdict, rates, step timeline, ablation, the pipeline as built), or with several, "
+        "a side by side comparison first (before and after a fix, two hosts, two pipelines). "
+        "The page is one file that opens offline. Needs matplotlib.",
+    )
     _command(
         sub,
         "sample-images",

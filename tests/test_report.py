@@ -1,0 +1,202 @@
+"""Reports: one self-contained HTML page of a real bench-input run (its sections, its numbers
+equal to the JSON's, nothing fetched), the pipeline's per-stage settings equal to what
+TensorFlow's trace says, saved runs side by side, FeedMonitor's page after a real model.fit,
+a PNG, and one line when matplotlib is missing.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+import feedgpu
+from feedgpu.bench.device import DeviceConfig, resolve_devices
+from feedgpu.bench.stage_settings import trace_stage_settings
+from feedgpu.cli import main
+from feedgpu.report import load_report, write_report
+from feedgpu.tf_private import xspace
+
+SECTIONS = ("verdict", "rates", "steps", "ablation", "capacity", "pipeline", "environment")
+
+
+@pytest.fixture(scope="module")
+def run(image_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One real bench-input run on the session's images, with a report and its JSON."""
+    out = tmp_path_factory.mktemp("report")
+    options = feedgpu.BenchOptions(
+        batch_size=8,
+        seconds=0.6,
+        ablation="always",
+        ablation_seconds=0.3,
+        quiet=True,
+        overrides={"image_size": (32, 32)},
+        report=str(out / "run.html"),
+    )
+    report = feedgpu.bench_input(
+        str(image_data), options, setup=resolve_devices(DeviceConfig(xla=False))
+    )
+    data = report.to_json()
+    (out / "run.json").write_text(json.dumps(data))
+    return {"dir": out, "json": data, "html": (out / "run.html").read_text()}
+
+
+def test_the_page_holds_every_section_and_chart(run: dict[str, Any]) -> None:
+    page = run["html"]
+    for section in SECTIONS:
+        assert f"id='{section}'" in page, section
+    charts = re.findall(r"data-chart='(\w+)'", page)
+    assert charts == ["rates", "timeline", "distribution", "ablation"]
+    assert page.count("<svg") == len(charts)
+
+
+def test_the_page_s_numbers_are_the_json_s(run: dict[str, Any]) -> None:
+    page, data = run["html"], run["json"]
+    assert f"<div class='verdict'>{data['verdict']}</div>" in page
+    assert f"input wait is {data['input_share']:.1%} of step time" in page
+    for part in ("pipeline", "ceiling", "end_to_end"):
+        assert f"<td class='num'>{data[part]['examples_per_s']:,.1f}</td>" in page
+    rounds = data["end_to_end"]["rounds"]
+    assert (
+        len(rounds) == 5 and sum(len(r["steps"]) for r in rounds) == data["end_to_end"]["num_steps"]
+    )
+    for row in data["ablation"]["rows"]:
+        assert f"<td>{row['variant']}</td>" in page
+    for field, reason in data["spec_reasons"]:
+        assert f"<td>{field}</td>" in page and reason.replace("'", "&#x27;") in page
+    assert data["environment"]["tensorflow"] in page
+
+
+def test_the_page_fetches_nothing(run: dict[str, Any]) -> None:
+    page = run["html"]
+    for needle in ("<script", "<link", "src=", "@import"):
+        assert needle not in page, needle
+    assert not re.search(r"url\((?!#)", page)  # only references inside the page (clip paths)
+    # The only URLs are SVG's XML namespaces, which a browser never fetches.
+    urls = set(re.findall(r"https?://[^\s'\"<>)]+", page))
+    assert urls <= {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}, urls
+    assert "http://purl.org/dc/elements/1.1/" not in page  # no metadata block either
+
+
+def test_stage_settings_are_what_tensorflow_traced(image_data: Path, tmp_path: Path) -> None:
+    spec = feedgpu.PipelineSpec.for_dataset(
+        str(image_data), batch_size=8, training=True, image_size=(32, 32), autotune=True
+    ).with_changes(repeat=True)
+    settings = trace_stage_settings(feedgpu.build_pipeline(spec), logdir=str(tmp_path))
+    traced = _last_traced(str(tmp_path))  # read straight from the trace files
+    shown = {s.path: s for s in settings.stages}
+    parallel = [p for p in traced if "parallelism" in traced[p]]
+    assert len(parallel) >= 3  # the interleave, the parse map, the decode map (or fused map)
+    assert any("Interleave" in p for p in parallel) and any("Map" in p for p in parallel)
+    for path, stats in traced.items():
+        for name in ("parallelism", "buffer_limit", "cycle_length"):
+            if name in stats:
+                assert shown[path].settings[name] == stats[name], (path, name)
+    assert all(s.autotune for s in settings.stages if "parallelism" in s.settings)
+    assert "profiler trace" in settings.source
+
+
+def _last_traced(logdir: str) -> dict[str, dict[str, int]]:
+    """Each stage's last traced integer settings, parsed from the raw trace."""
+    events: dict[str, list[tuple[int, dict[str, int]]]] = {}
+    for path in glob.glob(f"{logdir}/plugins/profile/*/*.xplane.pb"):
+        space = xspace()
+        space.ParseFromString(Path(path).read_bytes())
+        for plane in space.planes:
+            stat_names = {k: m.name for k, m in plane.stat_metadata.items()}
+            for line in plane.lines:
+                for event in line.events:
+                    name = plane.event_metadata[event.metadata_id].name
+                    if not name.startswith("Iterator::"):
+                        continue
+                    stats = {
+                        stat_names[s.metadata_id]: s.int64_value or s.uint64_value
+                        for s in event.stats
+                        if s.WhichOneof("value") in ("int64_value", "uint64_value")
+                    }
+                    key = re.sub(r"\[\d+\]", "", name).removeprefix("Iterator::")
+                    at = line.timestamp_ns * 1000 + event.offset_ps
+                    events.setdefault(key, []).append((at, stats))
+    wanted = ("parallelism", "buffer_limit", "cycle_length")
+    out = {}
+    for key, found in events.items():
+        last = {}
+        for _, stats in sorted(found, key=lambda e: e[0]):
+            last.update({k: v for k, v in stats.items() if k in wanted})
+        if last:
+            out[key] = last
+    return out
+
+
+def test_saved_runs_side_by_side(run: dict[str, Any], tmp_path: Path, capsys) -> None:
+    before = tmp_path / "before.json"
+    after = tmp_path / "after.json"
+    before.write_text(json.dumps(run["json"]))
+    changed = dict(run["json"], verdict="saturated", input_share=0.01)
+    after.write_text(json.dumps(changed))
+    out = tmp_path / "compare.html"
+    assert main(["report", str(before), str(after), "-o", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    page = out.read_text()
+    assert "<td>before</td>" in page and "<td>after</td>" in page
+    assert "data-chart='compared'" in page and "<td class='num'>1.0%</td>" in page
+    assert page.count("id='verdict'") == 2  # each run's own banner below the comparison
+
+
+def test_a_file_that_is_not_a_report_is_one_line(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"hello": 1}')
+    assert main(["report", str(bad), "-o", str(tmp_path / "x.html")]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("is not a bench-input report (no feedgpu.bench-input/N schema)")
+    )
+
+
+def test_the_main_charts_as_one_picture(run: dict[str, Any], tmp_path: Path) -> None:
+    path = tmp_path / "run.png"
+    write_report(str(path), [load_report(str(run["dir"] / "run.json"))])
+    with Image.open(path) as img:
+        assert img.format == "PNG" and img.width > 800 and img.height > 600
+        colours = img.convert("RGB").getcolors(maxcolors=1 << 20)
+    assert colours and len(colours) > 50  # charts drawn, not a blank canvas
+
+
+def test_feedmonitor_writes_its_page_after_a_real_fit(image_data: Path, tmp_path: Path) -> None:
+    import keras
+
+    spec = feedgpu.PipelineSpec.for_dataset(
+        str(image_data), batch_size=4, training=True, image_size=(16, 16)
+    )
+    ds = feedgpu.build_pipeline(spec)
+    inputs = keras.Input((16, 16, 3))
+    x = keras.layers.GlobalAveragePooling2D()(inputs)
+    model = keras.Model(inputs, keras.layers.Dense(3)(x))
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    page = tmp_path / "fit.html"
+    monitor = feedgpu.FeedMonitor(window=3, start=1, batch_size=4, verbose=0, report=str(page))
+    model.fit(ds, epochs=2, verbose=0, callbacks=[monitor])
+    assert monitor.windows  # one a epoch, unless another profiler held the host's session
+    text = page.read_text()
+    assert text.count("<tr><td>") == len(monitor.windows)
+    assert "data-chart='windows'" in text
+    for window in monitor.windows:
+        assert f"<td>{window.epoch}:{window.first_step}</td>" in text
+        assert f"<td class='num'>{window.input_share:.1%}</td>" in text
+
+
+def test_without_matplotlib_a_report_is_one_line_before_measuring(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    code = main(["bench-input", str(tmp_path / "nowhere"), "--report", str(tmp_path / "r.html")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("feedgpu: error: a report draws its charts with matplotlib")
+    assert "pip install" in err and not (tmp_path / "r.html").exists()
