@@ -23,6 +23,8 @@ from feedgpu.cli import main
 from feedgpu.report import load_report, write_report
 from feedgpu.tf_private import xspace
 
+# One real run for the module, built once: its tests stay on one xdist worker.
+pytestmark = pytest.mark.xdist_group("report")
 SECTIONS = ("verdict", "rates", "steps", "ablation", "capacity", "pipeline", "environment")
 
 
@@ -200,3 +202,18 @@ def test_without_matplotlib_a_report_is_one_line_before_measuring(
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith("feedgpu: error: a report draws its charts with matplotlib")
     assert "pip install" in err and not (tmp_path / "r.html").exists()
+
+
+def test_a_parallel_stage_tensorflow_did_not_trace_is_not_available(run: dict[str, Any]) -> None:
+    from feedgpu.report.page import render_html
+
+    data = json.loads(json.dumps(run["json"]))
+    assert any("Interleave" in s["stage"] for s in data["stages"]["stages"])  # traced here
+    shown = render_html(data)
+    assert "<td>ParallelInterleave</td>" not in shown
+    data["stages"]["stages"] = [
+        s for s in data["stages"]["stages"] if "Interleave" not in s["stage"]
+    ]
+    page = render_html(data)
+    assert "<td>ParallelInterleave</td><td>parallel reading of the shard files</td>" in page
+    assert "<td>not available</td>" in page

@@ -212,12 +212,25 @@ def _pipeline(report: Mapping[str, Any]) -> str:
                 shown = f"{value} (traced {span[0]}-{span[1]})" if span else value
                 auto = {True: "yes", False: "no", None: "-"}[s.get("autotune")]
                 rows.append([s["stage"], name, shown, auto, s["path"]])
+        seen = " ".join(s["stage"] for s in stages["stages"])
+        for kind, what in _PARALLEL_STAGES.items():
+            if spec is not None and kind not in seen:
+                rows.append([kind, what, "not available", "-", "TensorFlow traced nothing for it"])
         traced = (
-            f"<p>As TensorFlow ran it: {_e(stages['source'])}. Stages TensorFlow reported "
-            "nothing for are not listed (a stage upstream of a filled cache does not run).</p>"
+            f"<p>As TensorFlow ran it: {_e(stages['source'])}. A stage that did not run while "
+            "traced (upstream of a filled cache) is not available.</p>"
             + _table(rows, ["stage", "setting", "value", "autotune", "where"])
         )
     return decisions + traced
+
+
+# The parallel stages every feedgpu pipeline has, by the names TensorFlow traces them under
+# (a fused map and batch traces as MapAndBatch, which holds "Map").
+_PARALLEL_STAGES = {
+    "ParallelInterleave": "parallel reading of the shard files",
+    "Map": "parallel maps (parsing, decoding)",
+    "Prefetch": "the prefetch buffer",
+}
 
 
 def _environment(report: Mapping[str, Any]) -> str:
