@@ -10,6 +10,7 @@ import glob
 import json
 import re
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,9 @@ from PIL import Image
 import feedgpu
 from feedgpu.bench.device import DeviceConfig, resolve_devices
 from feedgpu.bench.stage_settings import trace_stage_settings
+from feedgpu.bench.xplane import newest_planes
 from feedgpu.cli import main
-from feedgpu.report import load_report, write_report
-from feedgpu.tf_private import xspace
+from feedgpu.report import charts, load_report, write_report
 
 # One real run for the module, built once: its tests stay on one xdist worker.
 pytestmark = pytest.mark.xdist_group("report")
@@ -102,29 +103,30 @@ def test_stage_settings_are_what_tensorflow_traced(image_data: Path, tmp_path: P
                 assert shown[path].settings[name] == stats[name], (path, name)
     assert all(s.autotune for s in settings.stages if "parallelism" in s.settings)
     assert "profiler trace" in settings.source
+    # Without a folder of the caller's, the trace goes once read.
+    before = set(glob.glob(f"{tempfile.gettempdir()}/feedgpu-stages-*"))
+    assert trace_stage_settings(feedgpu.build_pipeline(spec)).stages
+    assert set(glob.glob(f"{tempfile.gettempdir()}/feedgpu-stages-*")) == before
 
 
 def _last_traced(logdir: str) -> dict[str, dict[str, int]]:
     """Each stage's last traced integer settings, parsed from the raw trace."""
     events: dict[str, list[tuple[int, dict[str, int]]]] = {}
-    for path in glob.glob(f"{logdir}/plugins/profile/*/*.xplane.pb"):
-        space = xspace()
-        space.ParseFromString(Path(path).read_bytes())
-        for plane in space.planes:
-            stat_names = {k: m.name for k, m in plane.stat_metadata.items()}
-            for line in plane.lines:
-                for event in line.events:
-                    name = plane.event_metadata[event.metadata_id].name
-                    if not name.startswith("Iterator::"):
-                        continue
-                    stats = {
-                        stat_names[s.metadata_id]: s.int64_value or s.uint64_value
-                        for s in event.stats
-                        if s.WhichOneof("value") in ("int64_value", "uint64_value")
-                    }
-                    key = re.sub(r"\[\d+\]", "", name).removeprefix("Iterator::")
-                    at = line.timestamp_ns * 1000 + event.offset_ps
-                    events.setdefault(key, []).append((at, stats))
+    for plane in newest_planes(logdir):
+        stat_names = {k: m.name for k, m in plane.stat_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                name = plane.event_metadata[event.metadata_id].name
+                if not name.startswith("Iterator::"):
+                    continue
+                stats = {
+                    stat_names[s.metadata_id]: s.int64_value or s.uint64_value
+                    for s in event.stats
+                    if s.WhichOneof("value") in ("int64_value", "uint64_value")
+                }
+                key = re.sub(r"\[\d+\]", "", name).removeprefix("Iterator::")
+                at = line.timestamp_ns * 1000 + event.offset_ps
+                events.setdefault(key, []).append((at, stats))
     wanted = ("parallelism", "buffer_limit", "cycle_length")
     out = {}
     for key, found in events.items():
@@ -167,8 +169,14 @@ def test_the_main_charts_as_one_picture(run: dict[str, Any], tmp_path: Path) -> 
     write_report(str(path), [load_report(str(run["dir"] / "run.json"))])
     with Image.open(path) as img:
         assert img.format == "PNG" and img.width > 800 and img.height > 600
-        colours = img.convert("RGB").getcolors(maxcolors=1 << 20)
-    assert colours and len(colours) > 50  # charts drawn, not a blank canvas
+        counts = {rgb: n for n, rgb in img.convert("RGB").getcolors(maxcolors=1 << 20) or []}
+
+    def pixels(colour: str) -> int:
+        return counts.get(tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5)), 0)
+
+    # the bars are drawn (each phase's colour fills areas), not only text and axes
+    for colour in (charts.WAIT, charts.CEILING, charts.COMPUTE):
+        assert pixels(colour) > 2000, colour
 
 
 def test_feedmonitor_writes_its_page_after_a_real_fit(image_data: Path, tmp_path: Path) -> None:

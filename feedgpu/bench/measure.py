@@ -18,11 +18,10 @@ from feedgpu.bench.ablation import run_ablation
 from feedgpu.bench.bench_spec import bench_spec
 from feedgpu.bench.device import DeviceSetup, resolve_devices
 from feedgpu.bench.options import BenchOptions
-from feedgpu.bench.phases import make_report, measure_step
+from feedgpu.bench.phases import make_report, measure_step, traced_stages
 from feedgpu.bench.records import PipelineRate, StepRate
 from feedgpu.bench.report import SATURATED_SHARE, BenchReport, CapacityPlan, Compared
 from feedgpu.bench.rounds import PhaseProgress, measure_pipeline, profile_steps
-from feedgpu.bench.stage_settings import trace_stage_settings
 from feedgpu.bench.train_step import TrainStep, train_step_for
 from feedgpu.bench.user_data import DatasetShape
 from feedgpu.bench.user_model import ModelFit, fit_model, is_user_model, load_user_model
@@ -116,17 +115,6 @@ def _distributed(spec: PipelineSpec, stages: StageChanges, setup: DeviceSetup) -
         return build_pipeline(spec.with_changes(batch_size=size), context, stages)
 
     return setup.strategy.distribute_datasets_from_function(per_worker)
-
-
-def _stages(options: BenchOptions, progress: PhaseProgress, dataset: Any) -> Any:
-    """The pipeline's stages as TensorFlow ran them, when asked (after every timed phase:
-    tracing never changes what is measured)."""
-    if not options.traces_stages:
-        return None
-    with progress.phase("pipeline stages", "trace") as tick:
-        stages = trace_stage_settings(dataset())
-        tick(1)
-    return stages
 
 
 def _reported(report: BenchReport, options: BenchOptions) -> BenchReport:
@@ -237,7 +225,12 @@ def _bench_feedgpu(
     ):
         split_bytes = manifest.split(spec.split).num_bytes
         ablation = run_ablation(spec, options.stages, rate, split_bytes)
-    stages = _stages(options, progress, lambda: dataset(spec, options.stages))
+    # A compared run's report is only a line beside the user's: nothing to trace for it.
+    # Built anew, not `data`: a fresh pipeline's memory cache is empty, so the stages under it
+    # run (and are traced) too.
+    stages = (
+        None if shared else traced_stages(options, progress, lambda: dataset(spec, options.stages))
+    )
     return make_report(
         options,
         setup,

@@ -3,6 +3,7 @@ ceiling, end to end, and the step without XLA), and the report made of the measu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -12,6 +13,7 @@ from feedgpu.bench.options import BenchOptions
 from feedgpu.bench.records import PipelineRate, StepRate
 from feedgpu.bench.report import BenchReport
 from feedgpu.bench.rounds import ModelRun, PhaseProgress, measure_model
+from feedgpu.bench.stage_settings import StageSettings, trace_stage_settings
 from feedgpu.bench.train_step import TrainStep, time_other_xla
 
 
@@ -67,6 +69,19 @@ def make_report(
         **{**fields, "notes": (*fields.get("notes", ()), *([note] if note else []))},
     )
     return replace(report, advice=advice_for(report))
+
+
+def traced_stages(
+    options: BenchOptions, progress: PhaseProgress, dataset: Callable[[], Any]
+) -> StageSettings | None:
+    """The pipeline's stages as TensorFlow ran them, when the run records them (after every
+    timed phase: tracing never changes what is measured)."""
+    if not options.traces_stages:
+        return None
+    with progress.phase("pipeline stages", "trace") as tick:
+        stages = trace_stage_settings(dataset())
+        tick(1)
+    return stages
 
 
 def environment(setup: DeviceSetup) -> dict[str, Any]:

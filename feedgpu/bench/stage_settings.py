@@ -6,15 +6,14 @@ measured; a stage that did not run while traced (upstream of a filled cache) is 
 
 from __future__ import annotations
 
-import glob
-import os
 import re
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from feedgpu.tf_private import xspace
+from feedgpu.bench.xplane import newest_planes
 
 # The settings a stage's trace events carry (TF 2.21), in the order a table shows them.
 SETTINGS = (
@@ -73,10 +72,18 @@ def trace_stage_settings(
 ) -> StageSettings:
     """Trace a fresh iterator of `dataset` from its start, for `seconds` and at least
     `min_batches` batches, and read each stage's settings from the trace (kept in `logdir`
-    when given, for a second look in TensorBoard)."""
+    when given, for a second look in TensorBoard; else removed once read)."""
+    folder = logdir or tempfile.mkdtemp(prefix="feedgpu-stages-")
+    try:
+        return _trace(dataset, seconds, min_batches, folder)
+    finally:
+        if logdir is None:  # a folder of our own: the trace is read, nothing else wants it
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _trace(dataset: Any, seconds: float, min_batches: int, folder: str) -> StageSettings:
     import tensorflow as tf
 
-    folder = logdir or tempfile.mkdtemp(prefix="feedgpu-stages-")
     iterator = iter(dataset)
     count = 0
     tf.profiler.experimental.start(folder)
@@ -100,27 +107,21 @@ def trace_stage_settings(
 
 def read_stage_settings(logdir: str) -> tuple[StageSetting, ...]:
     """Each stage with a setting in the newest trace under logdir, in the order first seen."""
-    runs = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", "*")))
-    files = glob.glob(os.path.join(runs[-1], "*.xplane.pb")) if runs else []
     seen: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-    for path in files:
-        space = xspace()
-        with open(path, "rb") as f:
-            space.ParseFromString(f.read())
-        for plane in space.planes:
-            names = {key: meta.name for key, meta in plane.event_metadata.items()}
-            stat_names = {key: meta.name for key, meta in plane.stat_metadata.items()}
-            for line in plane.lines:
-                for event in line.events:
-                    name = names.get(event.metadata_id, "")
-                    if not name.startswith("Iterator::"):
-                        continue
-                    stats = {
-                        stat_names.get(s.metadata_id, ""): _stat_value(s, stat_names)
-                        for s in event.stats
-                    }
-                    start = line.timestamp_ns * 1000 + event.offset_ps
-                    seen.setdefault(_INDEX.sub("", name), []).append((start, stats))
+    for plane in newest_planes(logdir):
+        names = {key: meta.name for key, meta in plane.event_metadata.items()}
+        stat_names = {key: meta.name for key, meta in plane.stat_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                name = names.get(event.metadata_id, "")
+                if not name.startswith("Iterator::"):
+                    continue
+                stats = {
+                    stat_names.get(s.metadata_id, ""): _stat_value(s, stat_names)
+                    for s in event.stats
+                }
+                start = line.timestamp_ns * 1000 + event.offset_ps
+                seen.setdefault(_INDEX.sub("", name), []).append((start, stats))
     out = []
     for path, events in seen.items():
         events.sort(key=lambda e: e[0])

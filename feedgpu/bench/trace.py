@@ -12,13 +12,12 @@ the part of it when no op of the step was running is input wait.
 
 from __future__ import annotations
 
-import glob
-import os
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from feedgpu.bench.report import verdict_for
+from feedgpu.bench.xplane import newest_planes
 
 # Keras's compiled train functions (TensorFlow backend), by the name their calls trace as.
 KERAS_STEPS = ("multi_step_on_iterator", "one_step_on_iterator")
@@ -107,34 +106,26 @@ def read_window(
     wall_s instead (a custom loop's window, timed by the caller), every batch fetch in the
     trace counts, over that length.
     """
-    from feedgpu.tf_private import xspace
-
-    runs = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", "*")))
-    files = glob.glob(os.path.join(runs[-1], "*.xplane.pb")) if runs else []
     steps: list[tuple[int, int]] = []
     fetches: list[tuple[int, int]] = []
     busy: list[tuple[int, int]] = []  # ops of the model running (host threads or devices)
-    for path in files:
-        space = xspace()
-        with open(path, "rb") as f:
-            space.ParseFromString(f.read())
-        for plane in space.planes:
-            host = plane.name.startswith("/host:")
-            if not host and not plane.name.startswith("/device:"):
-                continue
-            names = {key: meta.name for key, meta in plane.event_metadata.items()}
-            for line in plane.lines:
-                base = line.timestamp_ns * 1000
-                pipeline = line.name.startswith("tf_data")  # the input pipeline's own threads
-                for event in line.events:
-                    name = names.get(event.metadata_id, "")
-                    span = (base + event.offset_ps, base + event.offset_ps + event.duration_ps)
-                    if host and name in step_names:
-                        steps.append(span)
-                    elif host and _GET_NEXT.fullmatch(name):
-                        fetches.append(span)
-                    elif not host or (not pipeline and _is_model_op(name)):
-                        busy.append(span)
+    for plane in newest_planes(logdir):
+        host = plane.name.startswith("/host:")
+        if not host and not plane.name.startswith("/device:"):
+            continue
+        names = {key: meta.name for key, meta in plane.event_metadata.items()}
+        for line in plane.lines:
+            base = line.timestamp_ns * 1000
+            pipeline = line.name.startswith("tf_data")  # the input pipeline's own threads
+            for event in line.events:
+                name = names.get(event.metadata_id, "")
+                span = (base + event.offset_ps, base + event.offset_ps + event.duration_ps)
+                if host and name in step_names:
+                    steps.append(span)
+                elif host and _GET_NEXT.fullmatch(name):
+                    fetches.append(span)
+                elif not host or (not pipeline and _is_model_op(name)):
+                    busy.append(span)
     if wall_s is not None:
         if not fetches:
             return None

@@ -8,10 +8,9 @@ from typing import Any
 
 from feedgpu.bench.device import DeviceSetup
 from feedgpu.bench.options import BenchOptions
-from feedgpu.bench.phases import first_shape, make_report, measure_step
+from feedgpu.bench.phases import first_shape, make_report, measure_step, traced_stages
 from feedgpu.bench.report import BenchReport, CapacityPlan
 from feedgpu.bench.rounds import PhaseProgress, measure_pipeline
-from feedgpu.bench.stage_settings import trace_stage_settings
 from feedgpu.bench.steps import batch_size_of
 from feedgpu.bench.train_step import TrainStep, train_step_for
 from feedgpu.bench.user_data import (
@@ -74,9 +73,8 @@ def bench_yours(
         ran_with["max_length"] = shape.length or dims[1]
     else:
         ran_with |= {"image_size": shape.image_size or (dims[1], dims[2]), "dtype": shape.dtype}
-    stages = None
-    if options.traces_stages:  # your pipeline as TensorFlow ran it, after the timed phases
-        stages = trace_stage_settings(dataset)
+    # your pipeline as TensorFlow ran it (after the timed phases)
+    stages = traced_stages(options, progress, lambda: dataset)
     report = make_report(
         options,
         setup,
