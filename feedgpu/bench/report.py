@@ -241,7 +241,7 @@ class BenchReport:
 
 
 def _json_value(value: Any) -> Any:
-    if isinstance(value, Spread) or hasattr(value, "to_json"):
+    if hasattr(value, "to_json"):  # a Spread, a record of its own
         return value.to_json()
     if isinstance(value, dict):
         return {k: _json_value(v) for k, v in value.items()}

@@ -165,12 +165,11 @@ def write_dataset(
     """
     with shard_writer(work, run) as writer:
         first = time.perf_counter() if started is None else started
-        planned_here = not isinstance(plan, DatasetPlan)
-        if not isinstance(plan, DatasetPlan):
-            plan = plan()
+        timed = started is not None or not isinstance(plan, DatasetPlan)  # planning's time known
+        plan = plan if isinstance(plan, DatasetPlan) else plan()
         start = time.perf_counter()
         parts = dict(plan.stages_s)
-        if planned_here or started is not None:
+        if timed:
             parts["listing"] = start - first - sum(parts.values())
         return _write(plan, writer, run, first, start, parts, unit, rate_unit)
 

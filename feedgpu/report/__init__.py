@@ -42,7 +42,7 @@ def write_report(
     if path.lower().endswith(".png"):
         if len(reports) > 1:
             raise UsageError(f"{path}: a picture shows one run; write an .html page to compare")
-        charts.summary_png(reports[0], path)
+        storage.write_atomic(path, charts.to_png(charts.summary(reports[0])))
         return
     if len(reports) == 1:
         text = page.render_html(reports[0])
@@ -59,8 +59,7 @@ def write_monitor_report(path: str, windows: Sequence[Mapping[str, Any]], model:
 
     check_report_path(path)
     if path.lower().endswith(".png"):
-        fig = charts.windows(windows)
-        fig.savefig(path, format="png", dpi=110, bbox_inches="tight")
+        storage.write_atomic(path, charts.to_png(charts.windows(windows)))
         return
     text = page.render_monitor(windows, f"feedgpu FeedMonitor: {model}, input wait while training")
     storage.write_atomic(path, text.encode("utf-8"))

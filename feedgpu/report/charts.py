@@ -23,6 +23,7 @@ VERDICT_COLOURS = {
     "highly input-bound": "#c62828",
     "uncertain": "#616161",
 }
+UNKNOWN = "#616161"
 
 
 def require_matplotlib() -> None:
@@ -33,12 +34,12 @@ def require_matplotlib() -> None:
         raise UsageError(f"a report draws its charts with matplotlib: {INSTALL}") from None
 
 
-def _pyplot() -> Any:
-    require_matplotlib()
+def _styled() -> Any:
+    """Our chart styles, set only while a chart is made and saved (never the process's
+    matplotlib: a notebook's backend and styles stay as they were)."""
     import matplotlib
 
-    matplotlib.use("Agg")  # no display: files only
-    matplotlib.rcParams.update(
+    return matplotlib.rc_context(
         {
             "svg.fonttype": "none",  # text as text
             "svg.hashsalt": "feedgpu",  # the same ids every run: the same bytes
@@ -47,28 +48,47 @@ def _pyplot() -> Any:
             "axes.spines.right": False,
         }
     )
-    import matplotlib.pyplot as plt
 
-    return plt
+
+def _figure(figsize: tuple[float, float], *grid: int, **kwargs: Any) -> tuple[Any, Any]:
+    """A figure of its own (no pyplot, no backend switched) and its axes."""
+    require_matplotlib()
+    from matplotlib.figure import Figure
+
+    with _styled():
+        fig = Figure(figsize=figsize)
+        return fig, fig.subplots(*grid, **kwargs)
+
+
+def _saved(fig: Any, form: str, **kwargs: Any) -> bytes:
+    buf = io.BytesIO()
+    with _styled():
+        fig.savefig(buf, format=form, bbox_inches="tight", **kwargs)
+    return buf.getvalue()
 
 
 def to_svg(fig: Any) -> str:
-    """The figure as an inline <svg> element (no XML prolog), and closed."""
-    plt = _pyplot()
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
-    text = buf.getvalue()
+    """The figure as an inline <svg> element (no XML prolog)."""
+    text = _saved(fig, "svg", metadata={"Date": None}).decode("utf-8")
     text = text[text.index("<svg") :]
     # matplotlib's RDF <metadata> block only names URLs (creator, licence): nothing to show
     return re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.DOTALL)
 
 
+def to_png(fig: Any) -> bytes:
+    """The figure as PNG bytes."""
+    return _saved(fig, "png", dpi=110)
+
+
 def timeline(rounds: Sequence[Mapping[str, Any]], title: str) -> Any:
     """Every timed step of a phase as a bar: its input wait under the rest of the step, rounds
     marked; each round's untimed steps (compiling, warm-up, refilling) as grey bars first."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(10, 3.2))
+    fig, ax = _figure((10, 3.2))
+    draw_timeline(ax, rounds, title)
+    return fig
+
+
+def draw_timeline(ax: Any, rounds: Sequence[Mapping[str, Any]], title: str) -> None:
     x = 0
     timed = [s for r in rounds for s in r["steps"]]
     typical = sorted(w + c for w, c in timed)[len(timed) // 2] if timed else 1.0
@@ -92,29 +112,26 @@ def timeline(rounds: Sequence[Mapping[str, Any]], title: str) -> Any:
         rest = [c for _, c in r["steps"]]
         xs = range(x, x + len(waits))
         ax.bar(xs, waits, color=WAIT, width=0.9, label="input wait" if number == 0 else None)
-        ax.bar(xs, rest, bottom=waits, color=COMPUTE, width=0.9, label="the rest of the step")
+        first = number == 0
+        ax.bar(
+            xs,
+            rest,
+            bottom=waits,
+            color=COMPUTE,
+            width=0.9,
+            label="the rest of the step" if first else None,
+        )
         x += len(waits)
-    handles, labels = ax.get_legend_handles_labels()
-    unique = dict(zip(labels, handles, strict=True))
-    ax.legend(
-        unique.values(),
-        unique.keys(),
-        loc="lower right",
-        bbox_to_anchor=(1.0, 1.06),
-        frameon=False,
-        ncol=3,
-    )
+    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.06), frameon=False, ncol=3)
     ax.set_xlabel("step")
     ax.set_ylabel("ms")
     ax.set_title(title, loc="left")
     ax.set_ylim(0, max([typical, *(w + c for w, c in timed)]) * 1.25)
-    return fig
 
 
 def distribution(phases: Mapping[str, Sequence[float]]) -> Any:
     """Step times (ms) of each phase, as overlaid histograms on shared bins."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(10, 2.8))
+    fig, ax = _figure((10, 2.8))
     values = [v for times in phases.values() for v in times]
     if values:
         low, high = min(values), max(values)
@@ -138,8 +155,12 @@ def distribution(phases: Mapping[str, Sequence[float]]) -> Any:
 
 def rates(report: Mapping[str, Any]) -> Any:
     """The three rates with their p10-p90 spreads."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(10, 2.2))
+    fig, ax = _figure((10, 2.2))
+    draw_rates(ax, report)
+    return fig
+
+
+def draw_rates(ax: Any, report: Mapping[str, Any]) -> None:
     names = ["pipeline alone", "compute ceiling", "end to end"]
     parts = [report["pipeline"], report["ceiling"], report["end_to_end"]]
     for i, part in enumerate(parts):
@@ -156,15 +177,19 @@ def rates(report: Mapping[str, Any]) -> Any:
     ax.invert_yaxis()
     ax.set_xlabel("examples/s (bars: median of the rounds; whiskers: p10-p90)")
     ax.set_title("Rates", loc="left")
-    return fig
 
 
 def ablation(rows: Sequence[Mapping[str, Any]], baseline: float) -> Any:
     """What each stage costs per example (host ms saved when made free), with the range its
     spread allows; a stage without a measurable effect is drawn grey and says so."""
-    plt = _pyplot()
     stages = [r for r in rows if r.get("stage")]
-    fig, ax = plt.subplots(figsize=(10, 0.5 + 0.45 * max(1, len(stages))))
+    fig, ax = _figure((10, 0.5 + 0.45 * max(1, len(stages))))
+    draw_ablation(ax, rows, baseline)
+    return fig
+
+
+def draw_ablation(ax: Any, rows: Sequence[Mapping[str, Any]], baseline: float) -> None:
+    stages = [r for r in rows if r.get("stage")]
     for i, row in enumerate(stages):
         saved = row.get("saved_ms_per_example") or 0.0
         measurable = bool(row.get("measurable")) and saved > 0
@@ -185,13 +210,11 @@ def ablation(rows: Sequence[Mapping[str, Any]], baseline: float) -> Any:
     ax.set_xlabel("host ms saved per example when the stage is made free")
     ax.set_xlim(left=0)
     ax.set_title("What each input stage costs", loc="left")
-    return fig
 
 
 def compared(runs: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> Any:
     """Several runs side by side: each one's three rates, and its input share."""
-    plt = _pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 0.9 + 0.7 * len(runs)))
+    fig, (left, right) = _figure((10, 0.9 + 0.7 * len(runs)), 1, 2)
     names = ("pipeline", "ceiling", "end_to_end")
     colours = (WAIT, CEILING, COMPUTE)
     height = 0.8 / len(names)
@@ -204,7 +227,9 @@ def compared(runs: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> Any:
     left.set_xlabel("examples/s")
     left.legend(frameon=False, fontsize=8)
     shares = [100 * r["input_share"] for r in runs]
-    right.barh(range(len(runs)), shares, color=[VERDICT_COLOURS[r["verdict"]] for r in runs])
+    right.barh(
+        range(len(runs)), shares, color=[VERDICT_COLOURS.get(r["verdict"], UNKNOWN) for r in runs]
+    )
     for i, share in enumerate(shares):
         right.text(share, i, f"  {share:.1f}%", va="center")
     right.set_yticks(range(len(runs)), labels)
@@ -218,8 +243,7 @@ def compared(runs: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> Any:
 
 def windows(rows: Sequence[Mapping[str, Any]]) -> Any:
     """A training run's monitored windows: input share and examples/s per window."""
-    plt = _pyplot()
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 4.2), sharex=True)
+    fig, (top, bottom) = _figure((10, 4.2), 2, 1, sharex=True)
     xs = [f"{r['epoch']}:{r['first_step']}" for r in rows]
     shares = [100 * r["input_share"] for r in rows]
     top.plot(xs, shares, marker="o", color=WAIT)
@@ -233,46 +257,22 @@ def windows(rows: Sequence[Mapping[str, Any]]) -> Any:
     return fig
 
 
-def summary_png(report: Mapping[str, Any], path: str) -> None:
-    """The main charts of a report as one PNG: rates, the end-to-end timeline, and the
-    ablation when there is one."""
-    plt = _pyplot()
-    has_ablation = bool(report.get("ablation"))
-    rows = 3 if has_ablation else 2
-    fig, axes = plt.subplots(rows, 1, figsize=(10, 3 * rows))
-    for ax, make in zip(axes, _summary_parts(report), strict=False):
-        sub = make()
-        _copy_into(sub, ax)
-        plt.close(sub)
-    colour = VERDICT_COLOURS.get(report["verdict"], "#616161")
+def summary(report: Mapping[str, Any]) -> Any:
+    """The main charts of a report as one figure: rates, the end-to-end timeline, and the
+    ablation when there is one, under the verdict."""
+    ablation_rows = (report.get("ablation") or {}).get("rows")
+    fig, axes = _figure((10, 9 if ablation_rows else 6), 3 if ablation_rows else 2, 1)
+    draw_rates(axes[0], report)
+    rounds = report["end_to_end"].get("rounds") or []
+    draw_timeline(axes[1], rounds, "End to end, step by step")
+    if ablation_rows:
+        draw_ablation(axes[2], ablation_rows, report["ablation"]["baseline_examples_per_s"])
     fig.suptitle(
         f"{report['verdict']}: input wait {report['input_share']:.1%} of step time",
-        color=colour,
+        color=VERDICT_COLOURS.get(report["verdict"], UNKNOWN),
         x=0.02,
         ha="left",
         fontsize=12,
     )
     fig.tight_layout()
-    fig.savefig(path, format="png", dpi=110)
-    plt.close(fig)
-
-
-def _summary_parts(report: Mapping[str, Any]) -> list[Any]:
-    parts = [
-        lambda: rates(report),
-        lambda: timeline(report["end_to_end"].get("rounds") or [], "End to end, step by step"),
-    ]
-    if report.get("ablation"):
-        a = report["ablation"]
-        parts.append(lambda: ablation(a["rows"], a["baseline_examples_per_s"]))
-    return parts
-
-
-def _copy_into(source: Any, ax: Any) -> None:
-    """Draw `source`'s first axes as an image into `ax` (composing figures in one PNG)."""
-    import numpy as np
-
-    source.canvas.draw()
-    image = np.asarray(source.canvas.buffer_rgba())
-    ax.imshow(image)
-    ax.set_axis_off()
+    return fig

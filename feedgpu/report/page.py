@@ -78,9 +78,11 @@ def _spread(part: Mapping[str, Any], form: str = ",.0f") -> str:
 
 def banner(report: Mapping[str, Any]) -> str:
     """The verdict in colour, with the share, its spread and what to change."""
-    colour = charts.VERDICT_COLOURS.get(report["verdict"], "#616161")
+    colour = charts.VERDICT_COLOURS.get(report["verdict"], charts.UNKNOWN)
     share = report["end_to_end"].get("share_spread")
-    spread = f" (rounds: {share['p10']:.1%}-{share['p90']:.1%})" if share else ""
+    spread = ""
+    if share and share["rounds"] >= 2:  # one round has no spread (as the text report says)
+        spread = f" (rounds: {share['p10']:.1%}-{share['p90']:.1%})"
     why = report.get("uncertain_reason")
     detail = f"<div>{_e(why)}</div>" if why else ""
     advice = "".join(f"<li>{_e(a)}</li>" for a in report.get("advice") or [])
@@ -212,9 +214,9 @@ def _pipeline(report: Mapping[str, Any]) -> str:
                 shown = f"{value} (traced {span[0]}-{span[1]})" if span else value
                 auto = {True: "yes", False: "no", None: "-"}[s.get("autotune")]
                 rows.append([s["stage"], name, shown, auto, s["path"]])
-        seen = " ".join(s["stage"] for s in stages["stages"])
-        for kind, what in _PARALLEL_STAGES.items():
-            if spec is not None and kind not in seen:
+        seen = [s["stage"] for s in stages["stages"]]
+        for kind, (what, prefixes) in _PARALLEL_STAGES.items():
+            if spec is not None and not any(n.startswith(prefixes) for n in seen):
                 rows.append([kind, what, "not available", "-", "TensorFlow traced nothing for it"])
         traced = (
             f"<p>As TensorFlow ran it: {_e(stages['source'])}. A stage that did not run while "
@@ -224,12 +226,12 @@ def _pipeline(report: Mapping[str, Any]) -> str:
     return decisions + traced
 
 
-# The parallel stages every feedgpu pipeline has, by the names TensorFlow traces them under
-# (a fused map and batch traces as MapAndBatch, which holds "Map").
+# The parallel stages every feedgpu pipeline has, and the names TensorFlow traces them under
+# (a map fused with its batch traces as MapAndBatch).
 _PARALLEL_STAGES = {
-    "ParallelInterleave": "parallel reading of the shard files",
-    "Map": "parallel maps (parsing, decoding)",
-    "Prefetch": "the prefetch buffer",
+    "ParallelInterleave": ("parallel reading of the shard files", ("ParallelInterleave",)),
+    "ParallelMap": ("parallel maps (parsing, decoding)", ("ParallelMap", "MapAndBatch")),
+    "Prefetch": ("the prefetch buffer", ("Prefetch",)),
 }
 
 
@@ -322,7 +324,7 @@ def render_monitor(windows: Sequence[Mapping[str, Any]], title: str) -> str:
         else "<p class='muted'>No window was traced (the run was shorter than the first).</p>"
     )
     last = windows[-1] if windows else None
-    colour = charts.VERDICT_COLOURS.get(last["verdict"] if last else "", "#616161")
+    colour = charts.VERDICT_COLOURS.get(last["verdict"] if last else "", charts.UNKNOWN)
     verdict = (
         f"<div class='banner' id='verdict' style='background:{colour}'><div class='verdict'>"
         f"{_e(last['verdict'])}</div><div>last window: input wait {last['input_share']:.1%} "
