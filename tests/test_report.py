@@ -165,8 +165,13 @@ def test_a_file_that_is_not_a_report_is_one_line(tmp_path: Path, capsys) -> None
 
 
 def test_the_main_charts_as_one_picture(run: dict[str, Any], tmp_path: Path) -> None:
+    import matplotlib
+
+    styles, backend = dict(matplotlib.rcParams), matplotlib.get_backend()
     path = tmp_path / "run.png"
     write_report(str(path), [load_report(str(run["dir"] / "run.json"))])
+    # the process's matplotlib (a notebook's, say) is left as it was
+    assert dict(matplotlib.rcParams) == styles and matplotlib.get_backend() == backend
     with Image.open(path) as img:
         assert img.format == "PNG" and img.width > 800 and img.height > 600
         counts = {rgb: n for n, rgb in img.convert("RGB").getcolors(maxcolors=1 << 20) or []}
