@@ -22,15 +22,16 @@ SMALL_SIZES = ((64, 48), (48, 64), (80, 60))
 
 
 def shard_examples(out: Path) -> list[dict]:
-    """Every example of a dataset folder, decoded by feedgpu's own codec, shard by shard."""
-    from feedgpu.format.records import decode_example, read_records
+    """Every example of a dataset folder, decoded by feedgpu's own codec, shard by shard: text
+    records holding blocks of documents give one example a document."""
+    from feedgpu.format.records import block_documents, decode_example, read_records
 
     found = []
     for shard in sorted(out.glob("*.tfrecord-*")):
         if shard.suffix == ".idx":  # a record index beside its shard
             continue
         with open(shard, "rb") as f:
-            found += [decode_example(r) for r in read_records(f)]
+            found += [d for r in read_records(f) for d in block_documents(decode_example(r))]
     return found
 
 

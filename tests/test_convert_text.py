@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
+import tensorflow as tf
 import tensorflow_datasets as tfds
 from conftest import shard_examples
 from tokenizers import Tokenizer
@@ -55,15 +57,40 @@ def test_trained_wordpiece_round_trip_equals_hf_on_every_document(
     assert 0 < stats["padding_waste_fixed"]["512"] < 1 and stats["length_counts"]
 
 
-def test_tfds_reads_text_dataset(tmp_path: Path, text_folder: Path) -> None:
-    out = tmp_path / "out"
-    convert_text(
-        str(text_folder),
-        str(out),
-        TextOptions(tokenizer="train:wordpiece:300", folder_labels=True),
-        quiet=True,
+def tfds_documents(block: dict) -> tf.data.Dataset:
+    """The README's recipe: a TFDS example of a block of documents -> one element a document."""
+    ids = tf.RaggedTensor.from_row_lengths(block["input_ids"], block["length"])
+    return tf.data.Dataset.from_tensor_slices(
+        {"input_ids": ids, "label": block["label"], "doc_id": block["doc_id"]}
     )
+
+
+def test_tfds_reads_text_dataset(tmp_path: Path, text_folder: Path) -> None:
+    """TFDS reads both layouts: blocks (an example a record, its features lists, the README's
+    recipe gives documents) and one document a record (with (ids, label) pairs)."""
+    out = tmp_path / "out"
+    options = TextOptions(
+        tokenizer="train:wordpiece:300", folder_labels=True, docs_per_record=3, num_shards=2
+    )
+    convert_text(str(text_folder), str(out), options, quiet=True)
     builder = tfds.builder_from_directory(str(out))
+    assert builder.info.features["label"].feature.names == ["neg", "pos"]  # a Sequence
+    blocks = list(builder.as_dataset(split="test"))
+    assert sum(split.num_records for split in read_manifest(str(out)).split("test").shards) == 7
+    assert len(blocks) == 7 and builder.info.splits["test"].num_examples == 7  # 20 documents
+    docs = list(builder.as_dataset(split="test").flat_map(tfds_documents))
+    by_id = {ex["doc_id"][0].decode(): ex for ex in shard_examples(out)}
+    assert len(docs) == 20
+    for doc in docs:
+        mine = by_id[doc["doc_id"].numpy().decode()]
+        assert doc["input_ids"].numpy().tolist() == mine["input_ids"]
+        assert int(doc["label"]) == mine["label"][0]
+
+    one = tmp_path / "one"
+    convert_text(
+        str(text_folder), str(one), dataclasses.replace(options, docs_per_record=1), quiet=True
+    )
+    builder = tfds.builder_from_directory(str(one))
     rows = list(builder.as_dataset(split="test"))
     assert len(rows) == 20
     assert rows[0]["input_ids"].shape.rank == 1 and int(rows[0]["input_ids"][0]) == 2  # [CLS]
@@ -318,6 +345,7 @@ def test_examples_built_in_graph_are_encode_example_bytes(max_length) -> None:
         np.asarray([len(ids) for ids in per_doc], np.int64),
         doc_ids,
         [0, 1, 2, 1, 0],
+        ["train"] * 5,
     )
     expected = []
     for ids, doc_id, label in zip(per_doc, doc_ids, [0, 1, 2, 1, 0], strict=True):
@@ -332,11 +360,66 @@ def test_examples_built_in_graph_are_encode_example_bytes(max_length) -> None:
     assert built.full_lengths.tolist() == [len(ids) + 3 for ids in per_doc]
     assert built.unknown.tolist() == [ids.count(1) for ids in per_doc]
     unlabelled = text_examples.ExampleBuilder([], [], None, None, labelled=False)
-    plain = unlabelled(np.asarray([3, 4], np.int64), np.asarray([2], np.int64), ["a"], None)
+    plain = unlabelled(
+        np.asarray([3, 4], np.int64), np.asarray([2], np.int64), ["a"], None, ["train"]
+    )
     assert plain.records == [encode_example({"doc_id": "a", "input_ids": [3, 4], "length": 2})]
     assert plain.unknown == [0]
     with pytest.raises(ValueError, match="one label per document"):
-        builder(np.asarray([3, 4], np.int64), np.asarray([1, 1], np.int64), ["a", "b"], [0])
+        builder(
+            np.asarray([3, 4], np.int64), np.asarray([1, 1], np.int64), ["a", "b"], [0], ["x"] * 2
+        )
+
+
+@pytest.mark.parametrize("per_record", [2, None])
+def test_blocks_built_in_graph_are_encode_example_bytes(per_record, monkeypatch) -> None:
+    """Blocks of consecutive documents of one split, in-graph: the same bytes encode_example
+    gives for lists of lengths, doc ids and labels; split apart again by block_documents."""
+    import numpy as np
+
+    from feedgpu.converters.text import blocks, examples
+    from feedgpu.format.records import block_documents, decode_example, encode_example
+
+    monkeypatch.setattr(blocks, "RECORD_IDS", 8)  # auto: documents starting within 8 ids
+    per_doc = [[7, 1, 9], [5], [1] * 10, [300, 2**20, 8, 8, 8], [4], [6, 6], [2**40]]
+    splits = ["train", "test", "train", "train", "test", "train", "train"]
+    labels = [0, 1, 2, 1, 0, 2, 1]
+    builder = examples.ExampleBuilder([101], [102], None, 1, labelled=True, per_record=per_record)
+    doc_ids = [f"f.jsonl:{i}" for i in range(len(per_doc))]
+    built = builder(
+        np.asarray([i for ids in per_doc for i in ids], np.int64),
+        np.asarray([len(ids) for ids in per_doc], np.int64),
+        doc_ids,
+        labels,
+        splits,
+    )
+    # Records hold one split's documents ("test" sorts first), consecutive, in batch order.
+    order = [1, 4, 0, 2, 3, 5, 6]
+    assert built.blocks.order.tolist() == order
+    # auto, with the special tokens: test 3 3 (from 0, 3); train 5 12 7 4 3 (from 0, 5, 17,
+    # 24, 28), in windows 0 0 2 3 3 of 8 ids
+    sizes = [2, 2, 2, 1] if per_record == 2 else [2, 2, 1, 2]
+    assert built.blocks.sizes.tolist() == sizes
+    expected, start = [], 0
+    for size in sizes:
+        docs = order[start : start + size]
+        start += size
+        expected.append(
+            encode_example(
+                {
+                    "doc_id": [doc_ids[i] for i in docs],
+                    "input_ids": [t for i in docs for t in [101, *per_doc[i], 102]],
+                    "label": [labels[i] for i in docs],
+                    "length": [len(per_doc[i]) + 2 for i in docs],
+                }
+            )
+        )
+    assert built.records == expected
+    assert built.full_lengths.tolist() == [len(per_doc[i]) + 2 for i in order]
+    assert built.unknown.tolist() == [per_doc[i].count(1) for i in order]
+    documents = [d for r in built.records for d in block_documents(decode_example(r))]
+    assert [d["doc_id"][0].decode() for d in documents] == [doc_ids[i] for i in order]
+    assert [d["input_ids"] for d in documents] == [[101, *per_doc[i], 102] for i in order]
 
 
 def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypatch) -> None:

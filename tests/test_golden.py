@@ -110,15 +110,26 @@ def test_image_shard_bytes_are_pinned(tmp_path: Path) -> None:
 
 # 2026-12-01: documents routed to shards by SipHash of their ids (text_examples.route), not
 # SHA-256: the same records, each shard holding a different subset (issue 16).
+# 2026-12-02: format 3 (issue 28): by default a record holds a block of documents; with
+# --docs-per-record 1 the records are format 2's, byte for byte (the first case).
 @pytest.mark.parametrize(
-    ("extra", "expected"),
+    ("extra", "expected", "golden"),
     [
         (
-            {},
+            {"docs_per_record": 1},
             {
                 "golden-train.tfrecord-00000-of-00002": "bf8f00a8071b2a69",
                 "golden-train.tfrecord-00001-of-00002": "41d864ec6487fa4b",
             },
+            "text",
+        ),
+        (
+            {"docs_per_record": 2},
+            {
+                "golden-train.tfrecord-00000-of-00002": "6c07143f2866238b",
+                "golden-train.tfrecord-00001-of-00002": "cbaacb8abab8b295",
+            },
+            "blocks",
         ),
         (
             {"pack": 8},
@@ -126,10 +137,13 @@ def test_image_shard_bytes_are_pinned(tmp_path: Path) -> None:
                 "golden-train.tfrecord-00000-of-00002": "e6c96a367e1485d3",
                 "golden-train.tfrecord-00001-of-00002": "5b1197d3fcb48a9b",
             },
+            "packed",
         ),
     ],
 )
-def test_text_shard_bytes_are_pinned(tmp_path: Path, extra: dict, expected: dict) -> None:
+def test_text_shard_bytes_are_pinned(
+    tmp_path: Path, extra: dict, expected: dict, golden: str
+) -> None:
     (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
     src = tmp_path / "src"
     for rel, text in DOCUMENTS.items():
@@ -138,11 +152,66 @@ def test_text_shard_bytes_are_pinned(tmp_path: Path, extra: dict, expected: dict
     out = tmp_path / "golden"
     options = TextOptions(
         tokenizer=str(tmp_path / "vocab.txt"),
-        folder_labels=not extra,
+        folder_labels="pack" not in extra,
         num_shards=2,
         name="golden",
         **extra,
     )
     convert_text(str(src), str(out), options, quiet=True)
     assert _digests(out) == expected
-    assert_manifest_is_golden(tmp_path, "packed" if extra else "text")
+    assert_manifest_is_golden(tmp_path, golden)
+
+
+def _documents(out: Path) -> dict[str, tuple[list[int], int]]:
+    import feedgpu
+
+    spec = feedgpu.PipelineSpec.for_dataset(str(out), batch_size=4)
+    return {
+        ex["doc_id"].numpy().decode(): (ex["input_ids"].numpy().tolist(), int(ex["label"]))
+        for ex in feedgpu.read_dataset(spec)
+    }
+
+
+def _batched_rows(out: Path) -> list[tuple[int, ...]]:
+    import feedgpu
+
+    spec = feedgpu.PipelineSpec.for_dataset(str(out), batch_size=4)
+    rows = []
+    for x, labels in feedgpu.build_pipeline(spec):
+        for ids, mask, label in zip(x["input_ids"], x["attention_mask"], labels, strict=True):
+            rows.append((*ids.numpy()[mask.numpy() > 0].tolist(), int(label)))
+    return sorted(rows)
+
+
+def test_format_2_text_shards_are_read_as_blocks_are(tmp_path: Path) -> None:
+    """Shards written by format 2 (one document a record; tests/golden/format2-text, the
+    first case's bytes above) still read, document for document as HF tokenizes them, and
+    exactly as the same corpus converted into blocks does."""
+    import shutil
+
+    from tokenizers import Tokenizer
+
+    old = tmp_path / "old"
+    shutil.copytree(GOLDEN / "format2-text", old)
+    hf = Tokenizer.from_file(str(old / "tokenizer.json"))
+    expected = {
+        rel: (hf.encode(text).ids, int(rel.startswith("pos"))) for rel, text in DOCUMENTS.items()
+    }
+    assert _documents(old) == expected
+
+    (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    src = tmp_path / "src"
+    for rel, text in DOCUMENTS.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+    blocks = tmp_path / "blocks"
+    options = TextOptions(
+        tokenizer=str(tmp_path / "vocab.txt"), folder_labels=True, docs_per_record=4
+    )
+    convert_text(str(src), str(blocks), options, quiet=True)
+    assert _documents(blocks) == expected
+    assert (
+        _batched_rows(blocks)
+        == _batched_rows(old)
+        == sorted((*ids, label) for ids, label in expected.values())
+    )

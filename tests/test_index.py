@@ -46,7 +46,7 @@ def check_indexes(out: Path) -> int:
         lines = (out / shard["index"]).read_text().splitlines()
         listed = [tuple(map(int, line.split())) for line in lines]
         assert listed == parse_offsets(out / shard["file"]), shard["file"]
-        assert len(listed) == shard["num_examples"]
+        assert len(listed) == shard.get("num_records", shard["num_examples"])  # one per record
     return len(shards)
 
 
@@ -132,6 +132,53 @@ for split in manifest["splits"].values():
                                for half in halves for r in half]
 print(json.dumps(rows))
 """
+
+
+PYTORCH_TEXT_READER = """
+import json, sys
+import numpy as np
+from tfrecord.reader import tfrecord_loader
+out = sys.argv[1]
+manifest = json.load(open(f"{out}/feedgpu.json"))
+docs = {}
+for split in manifest["splits"].values():
+    for shard in split["shards"]:
+        path, index = f"{out}/{shard['file']}", f"{out}/{shard['index']}"
+        description = {"input_ids": "int", "length": "int", "doc_id": "byte"}
+        for k in range(2):
+            for block in tfrecord_loader(path, index, description, shard=(k, 2)):
+                ids = np.split(block["input_ids"], np.cumsum(block["length"])[:-1])
+                names = np.atleast_1d(block["doc_id"])  # one document: bytes, not an array
+                for name, doc in zip(names, ids, strict=True):
+                    docs[bytes(name).decode()] = doc.tolist()
+print(json.dumps(docs))
+"""
+
+
+def test_the_pytorch_tfrecord_reader_gets_documents_out_of_blocks(
+    tmp_path: Path, text_folder: Path
+) -> None:
+    """The README's recipe for text records holding blocks of documents, with the `tfrecord`
+    package in a process without TensorFlow: each block split at its lengths."""
+    import subprocess
+    import sys
+
+    from conftest import shard_examples
+
+    out = tmp_path / "text"
+    options = feedgpu.TextOptions(
+        tokenizer="train:wordpiece:300", num_shards=2, index=True, docs_per_record=3
+    )
+    feedgpu.convert_text(str(text_folder), str(out), options, quiet=True)
+    manifest = feedgpu.read_manifest(str(out))
+    train = manifest.split("train")  # imdb/train: 60 documents, imdb/test: 20
+    assert train.num_examples == 60 and sum(s.num_records for s in train.shards) == 20
+    done = subprocess.run(
+        [sys.executable, "-c", PYTORCH_TEXT_READER, str(out)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    ours = {ex["doc_id"][0].decode(): ex["input_ids"] for ex in shard_examples(out)}
+    assert json.loads(done.stdout) == ours and len(ours) == 80
 
 
 def test_the_pytorch_tfrecord_reader_splits_shards_by_their_index(

@@ -50,8 +50,9 @@ if TYPE_CHECKING:
     from feedgpu.converters.text.options import TextOptions, TextSource
 
 logger = logging.getLogger(__name__)
-# A chunk marker of another format (an older feedgpu) is redone. 3: shards by SipHash.
-CHUNK_FORMAT = 3
+# A chunk marker of another format (an older feedgpu) is redone. 3: shards by SipHash; 4:
+# records may hold blocks of documents, each block's shard picked by its first document.
+CHUNK_FORMAT = 4
 
 
 class TextRunner(ShardStage):
@@ -77,7 +78,12 @@ class TextRunner(ShardStage):
         self.examples: ExampleBuilder | None = None  # one example per document: built in-graph
         if options.stride is None and options.pack is None:
             self.examples = ExampleBuilder(
-                before, after, options.max_length, tokenizer.unk_id, bool(plan.label_names)
+                before,
+                after,
+                options.max_length,
+                tokenizer.unk_id,
+                bool(plan.label_names),
+                options.docs_per_record if options.blocks else 1,
             )
         self.work = storage.join(plan.out_dir, WORK_DIR)
         self.schema = plan.schema  # the in-graph examples are checked against it too
@@ -150,21 +156,28 @@ class TextRunner(ShardStage):
         self.use_fast = self.parity["path"] == "fast_wordpiece"
 
     def _encode(self, batch: Batch, fast: bool) -> Any:
-        """A batch's shards and tokens, and its examples when each document makes exactly one.
+        """A batch's tokens and each document's shard; or, when each document makes exactly
+        one example, its records (of a document or a block) and each record's shard.
 
         Runs on a worker thread: the steps are graph calls (or HF's), mostly without the GIL.
         """
         import tensorflow as tf
 
         names = tf.constant(batch.doc_ids, tf.string)  # for routing and for the examples
-        shards = self._shards(names, batch.splits)
         values, lengths = self._tokenize(batch.texts, fast, batch.plain)
         if self.examples is None:
-            return shards, (values, lengths)
+            return self._shards(names, batch.splits), (values, lengths)
         labels = None
         if self.examples.labelled:  # every document has one (iter_batches); the builder checks
             labels = [label for label in batch.labels if label is not None]
-        return shards, self.examples(values, lengths, names, labels)
+        built = self.examples(values, lengths, names, labels, batch.splits)
+        order = built.blocks.order
+        if order is None and len(built.blocks.sizes) == len(batch):  # a record per document
+            return self._shards(names, batch.splits), built
+        # A block goes where its first document's id sends it.
+        firsts = built.blocks.firsts if order is None else order[built.blocks.firsts]
+        splits = [batch.splits[i] for i in firsts.tolist()]
+        return self._shards(tf.gather(names, firsts), splits), built
 
     # -- examples --------------------------------------------------------------------------
     def _emit(self, writer: ChunkWriter, doc_id: str, key: str, label: int | None, ids: Any) -> int:
@@ -208,11 +221,9 @@ class TextRunner(ShardStage):
             return sum(self._emit(writer, *row) for row in rows)
         if built.records:  # made in-graph, not by schema.encode: each batch's first is checked
             self.schema.check_record(built.records[0])
-        limit = self.options.max_length
         full = built.full_lengths
-        writer.count_batch(
-            self.names, shards, full, built.unknown, np.minimum(full, limit) if limit else full
-        )
+        doc_shards = np.repeat(shards, built.blocks.sizes)  # each document's, in record order
+        writer.count_batch(self.names, doc_shards, full, built.unknown, built.stored)
         writer.write_routed(self.names, shards, built.records)
         return int(full.sum())
 
@@ -339,7 +350,7 @@ class TextRunner(ShardStage):
                 "--text-field/--label-field or the files' encoding, and see the reasons "
                 "with --strict"
             )
-        body = PieceShardBody(self.work, infos)
+        body = PieceShardBody(self.work, infos, self.schema.blocks)
         return StageOutput(body, skips, text=text_statistics(pieces), finish=self._finish)
 
     def _finish(self) -> TokenizerInfo:

@@ -137,12 +137,12 @@ def plan_text_dataset(
         for i in range(n)
     ]
     labelled = bool(label_names)
-    # pad_id and index recorded only when set: datasets converted before they existed keep
-    # their fingerprint, so re-running the same command finds them complete.
+    # pad_id, index and docs_per_record recorded only when set: datasets converted before
+    # they existed keep their fingerprint, so re-running the same command finds them complete.
     recorded = {
         k: v
         for k, v in asdict(options).items()
-        if (k != "pad_id" or v is not None) and (k != "index" or v)
+        if (k not in ("pad_id", "docs_per_record") or v is not None) and (k != "index" or v)
     }
     plan = DatasetPlan(
         out_dir=out_dir,
@@ -153,7 +153,10 @@ def plan_text_dataset(
         inputs_fingerprint=fingerprint_files(files),
         features=text_features(options, labelled),
         label_names=label_names,
-        supervised_keys=("input_ids", "label") if labelled and not options.pack else None,
+        # (ids, label) pairs only where a record is one document: a block's are lists.
+        supervised_keys=("input_ids", "label")
+        if labelled and not options.pack and not options.blocks
+        else None,
         tasks=tasks,
         listing_skips=skips,
         tokenizer=_tokenizer_info(tokenizer, spec, options),
@@ -257,15 +260,16 @@ def text_features(options: TextOptions, labelled: bool) -> list[Feature]:
     """What each stored text example holds: packed sequences, or one document (or window)."""
     if options.pack:
         return [Feature(k, "int64", (-1,)) for k in ("input_ids", "segment_ids", "positions")]
+    each = (-1,) if options.blocks else ()  # a block: one value per document
     features = [
         Feature("input_ids", "int64", (-1,)),
-        Feature("length", "int64"),
-        Feature("doc_id", "string", kind="text"),
+        Feature("length", "int64", each),
+        Feature("doc_id", "string", each, kind="text"),
     ]
     if options.stride is not None:
         features.append(Feature("window", "int64"))
     if labelled:
-        features.append(Feature("label", "int64", kind="class_label"))
+        features.append(Feature("label", "int64", each, kind="class_label"))
     return features
 
 

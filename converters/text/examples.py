@@ -1,11 +1,13 @@
-"""Per-document text examples built in-graph: token ids in, serialized `tf.train.Example`s out.
+"""Text examples built in-graph: token ids in, serialized `tf.train.Example`s out, one per
+document or one per block of consecutive documents (`blocks`).
 
 Building each example in Python (`records.encode_example`) holds the GIL per document, on the
 one thread that also reads and writes: with the tokenizer on the other threads, that thread was
 what the conversion waited for (benchmarks/RESULTS.md, "Which conversion tricks"). Here a
 batch's examples come from a few numpy passes and `tf.io.encode_proto` ops on the tokenizer's
 threads, mostly without the GIL, with the same bytes `encode_example` gives for {"doc_id",
-"input_ids", "length"[, "label"]} (tested).
+"input_ids", "length"[, "label"]} (tested): scalars for one document, lists for a block, its
+documents' ids concatenated.
 """
 
 from __future__ import annotations
@@ -17,20 +19,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from feedgpu.converters.text.blocks import Blocks, cut_blocks, reorder
+
 
 @dataclass(frozen=True)
 class BuiltExamples:
-    """A batch's serialized examples with each document's statistics.
+    """A batch's serialized examples with each document's statistics, in record order.
 
     Attributes:
-        records: one serialized `tf.train.Example` per document, in order.
+        records: serialized `tf.train.Example`s, one per record.
+        blocks: which documents each record holds (`Blocks.order`: the documents' order).
         full_lengths: ids per document with special tokens, before truncation (int64 numpy).
         unknown: unknown-token ids per document (int64 numpy).
+        stored: ids per document as stored (truncated; int64 numpy).
     """
 
     records: list[bytes]
+    blocks: Blocks
     full_lengths: Any
     unknown: Any
+    stored: Any
 
 
 class ExampleBuilder:
@@ -41,6 +49,8 @@ class ExampleBuilder:
         max_length: truncate each example to this many ids (special tokens kept), or None.
         unk_id: the unknown token's id, counted per document, or None.
         labelled: whether every example carries a label.
+        per_record: documents a record holds (1: format 2's layout, scalar features), or
+            None for `blocks.cut_blocks`'s rule by size.
     """
 
     def __init__(
@@ -50,6 +60,7 @@ class ExampleBuilder:
         max_length: int | None,
         unk_id: int | None,
         labelled: bool,
+        per_record: int | None = 1,
     ) -> None:
         import numpy as np
 
@@ -59,30 +70,48 @@ class ExampleBuilder:
         self.before = np.asarray(before, np.int64)
         self.after = np.asarray(after, np.int64)
         self.unk_id = unk_id
+        self.per_record = per_record
 
     def __call__(
-        self, values: Any, lengths: Any, doc_ids: Any, labels: list[int] | None
+        self,
+        values: Any,
+        lengths: Any,
+        doc_ids: Any,
+        labels: list[int] | None,
+        splits: list[str],
     ) -> BuiltExamples:
-        """Examples of a batch; values are the documents' ids concatenated (int64 numpy)."""
+        """Examples of a batch; values are the documents' ids concatenated (int64 numpy),
+        doc_ids a string tensor, splits each document's split (a record holds one split's)."""
         import numpy as np
+        import tensorflow as tf
 
-        if not len(lengths):
-            return BuiltExamples([], np.zeros(0, np.int64), np.zeros(0, np.int64))
-        kept = lengths if self.budget is None else np.minimum(lengths, self.budget)
         if self.labelled and (labels is None or len(labels) != len(lengths)):
             raise ValueError("a labelled dataset's batch needs one label per document")
+        kept = lengths if self.budget is None else np.minimum(lengths, self.budget)
+        blocks = cut_blocks(kept + self.extra, splits, self.per_record)
+        if not len(lengths):
+            empty = np.zeros(0, np.int64)
+            return BuiltExamples([], blocks, empty, empty, empty)
         unknown = np.zeros(len(lengths), np.int64)
         if self.unk_id is not None:  # each hit's document, by where it falls among the ends
             hits = np.flatnonzero(values == self.unk_id)
             owner = np.searchsorted(np.cumsum(lengths), hits, side="right")
             unknown = np.bincount(owner, minlength=len(lengths))
+        ids = self._with_specials(values, lengths, kept)
+        if blocks.order is not None:  # documents of each split together
+            ids = reorder(ids, kept + self.extra, blocks.order)
+            lengths, kept, unknown = (
+                lengths[blocks.order],
+                kept[blocks.order],
+                unknown[blocks.order],
+            )
+            doc_ids = tf.gather(doc_ids, blocks.order)
+            labels = [labels[i] for i in blocks.order.tolist()] if labels else labels
+        sizes = None if self.per_record == 1 else blocks.sizes
         records = _serialize(
-            self._with_specials(values, lengths, kept),
-            kept + self.extra,
-            doc_ids,
-            labels if self.labelled else None,
+            ids, kept + self.extra, doc_ids, labels if self.labelled else None, sizes
         )
-        return BuiltExamples(records, lengths + self.extra, unknown)
+        return BuiltExamples(records, blocks, lengths + self.extra, unknown, kept + self.extra)
 
     def _with_specials(self, values: Any, lengths: Any, kept: Any) -> Any:
         """Each document's [before, first `kept` ids, after], concatenated."""
@@ -106,8 +135,11 @@ class ExampleBuilder:
         return flat
 
 
-def _serialize(ids: Any, sizes: Any, doc_ids: Any, labels: list[int] | None) -> list[bytes]:
-    """`tf.train.Example`s of {doc_id, input_ids, length[, label]}, one graph call a batch."""
+def _serialize(
+    ids: Any, sizes: Any, doc_ids: Any, labels: list[int] | None, per_record: Any
+) -> list[bytes]:
+    """`tf.train.Example`s of {doc_id, input_ids, length[, label]}, one graph call a batch:
+    scalars of one document each, or (per_record: documents a record holds) lists of a block."""
     import numpy as np
     import tensorflow as tf
 
@@ -126,50 +158,57 @@ def _serialize(ids: Any, sizes: Any, doc_ids: Any, labels: list[int] | None) -> 
     ends = np.cumsum(sizes)
     nbytes = np.asarray(sizes, np.int64) + totals[ends] - totals[ends - sizes]
     with _LOCK:  # worker threads start at once: trace once
-        graph = _serializer(labels is not None)
+        graph = _serializer(labels is not None, per_record is not None)
     # Tensors, not lists: a list argument is matched against the signature item by item.
-    records = graph(
+    args = [
         tf.constant(ids),
         tf.constant(np.asarray(sizes, np.int64)),
         tf.constant(nbytes),
         tf.convert_to_tensor(doc_ids, tf.string),
         tf.constant(np.asarray(labels or [], np.int64)),
-    )
-    return list(records.numpy().tolist())
+    ]
+    if per_record is not None:
+        args.append(tf.constant(np.asarray(per_record, np.int64)))
+    return list(graph(*args).numpy().tolist())
 
 
 _LOCK = threading.Lock()
 
 
 @functools.cache
-def _serializer(labelled: bool) -> Any:
-    """The graph: a dozen `encode_proto` ops, traced once, without autograph."""
+def _serializer(labelled: bool, blocks: bool) -> Any:
+    """The graph: a dozen `encode_proto` ops, traced once, without autograph. Blocks take one
+    more input, the documents each record holds (consecutive, in order)."""
     import tensorflow as tf
 
     def message(kind: str, fields: list[str], values: list[Any], sizes: Any) -> Any:
         return tf.io.encode_proto(sizes, values, fields, kind, descriptor_source="local://")
 
-    @tf.function(
-        input_signature=[
-            tf.TensorSpec([None], tf.int64),
-            tf.TensorSpec([None], tf.int64),
-            tf.TensorSpec([None], tf.int64),
-            tf.TensorSpec([None], tf.string),
-            tf.TensorSpec([None], tf.int64),
-        ],
-        autograph=False,
-    )
-    def serialize(ids: Any, sizes: Any, nbytes: Any, doc_ids: Any, labels: Any) -> Any:
-        n = tf.shape(sizes)[0]
+    def serialize(ids: Any, sizes: Any, nbytes: Any, doc_ids: Any, labels: Any, *rest: Any) -> Any:
+        if blocks:  # each record's documents' values, as rows padded to the longest block
+            per_record = rest[0]
+            n = tf.size(per_record)
+            counts = tf.cast(per_record, tf.int32)[:, None]
+            record_of = tf.repeat(tf.range(n), per_record)
+            nbytes = tf.math.segment_sum(nbytes, record_of)
+
+            def rows(values: Any) -> Any:
+                return tf.RaggedTensor.from_row_lengths(values, per_record, validate=False)
+
+            doc_ids, sizes, labels = (rows(v).to_tensor() for v in (doc_ids, sizes, labels))
+        else:
+            n = tf.shape(sizes)[0]
+            counts = tf.ones([n, 1], tf.int32)
+            doc_ids, sizes, labels = doc_ids[:, None], sizes[:, None], labels[:, None]
         one = tf.ones([n, 1], tf.int32)
 
-        def feature(kind: str, values: Any, counts: Any) -> Any:
+        def feature(kind: str, values: Any) -> Any:
             body = message(f"tensorflow.{kind}", ["value"], [values], counts)
             field = "int64_list" if kind == "Int64List" else "bytes_list"
             return message("tensorflow.Feature", [field], [body[:, None]], one)
 
-        # Every document's ids as one packed Int64List, cut at each document's byte offsets:
-        # no rows padded to the longest. A packed body and a BytesList of one value share a
+        # Every record's ids as one packed Int64List, cut at each record's byte offsets: no
+        # rows padded to the longest. A packed body and a BytesList of one value share a
         # wire format (field 1, length-delimited), so the cut bodies are wrapped as the latter.
         everything = message("tensorflow.Int64List", ["value"], [ids[None, :]], [[tf.size(ids)]])
         header = tf.cast(tf.strings.length(everything[0]), tf.int64) - tf.reduce_sum(nbytes)
@@ -183,12 +222,12 @@ def _serializer(labelled: bool) -> Any:
             tf.cast(nbytes > 0, tf.int32)[:, None],
         )
         features = {
-            "doc_id": feature("BytesList", doc_ids[:, None], one),
+            "doc_id": feature("BytesList", doc_ids),
             "input_ids": message("tensorflow.Feature", ["int64_list"], [packed[:, None]], one),
-            "length": feature("Int64List", sizes[:, None], one),
+            "length": feature("Int64List", sizes),
         }
         if labelled:
-            features["label"] = feature("Int64List", labels[:, None], one)
+            features["label"] = feature("Int64List", labels)
         entries = [
             message(
                 "tensorflow.Features.FeatureEntry",
@@ -206,10 +245,13 @@ def _serializer(labelled: bool) -> Any:
         )
         return message("tensorflow.Example", ["features"], [body[:, None]], one)
 
+    vector = tf.TensorSpec([None], tf.int64)
+    signature = [vector, vector, vector, tf.TensorSpec([None], tf.string), vector]
+    graph = tf.function(serialize, input_signature=signature + [vector] * blocks, autograph=False)
     # Traced now, once (functools.cache makes this call once): traced lazily, tokenizer threads
     # arriving together at the first batches would each trace it again.
-    serialize.get_concrete_function()
-    return serialize
+    graph.get_concrete_function()
+    return graph
 
 
 def route_key(seed: int) -> list[int]:

@@ -35,6 +35,9 @@ class TextOptions:
         chunk_mb: input read per resumable unit.
         name: dataset name (TFDS-safe).
         index: write each shard's record index beside it (DALI, PyTorch tfrecord readers).
+        docs_per_record: documents a record holds when each document is one example (not
+            with stride or pack): N, or None ("auto") for the consecutive documents starting
+            within a window of about 4k ids (`blocks.cut_blocks`); 1 writes format 2's layout.
     """
 
     tokenizer: str
@@ -56,6 +59,7 @@ class TextOptions:
     chunk_mb: float = 32
     name: str | None = None
     index: bool = False
+    docs_per_record: int | None = None
 
     def __post_init__(self) -> None:
         if self.encoding_errors not in ("skip", "replace"):
@@ -77,6 +81,15 @@ class TextOptions:
                 raise UsageError(f"{flag} {value}: must be positive")
         if self.num_shards is not None and self.num_shards < 1:
             raise UsageError(f"--num-shards {self.num_shards}: must be at least 1")
+        if self.docs_per_record is not None and not 1 <= self.docs_per_record <= 65536:
+            raise UsageError(
+                f"--docs-per-record {self.docs_per_record}: use a number from 1 to 65536, or auto"
+            )
+
+    @property
+    def blocks(self) -> bool:
+        """Whether records hold blocks of documents (a list of lengths, ids concatenated)."""
+        return self.pack is None and self.stride is None and self.docs_per_record != 1
 
     @property
     def read(self) -> ReadOptions:

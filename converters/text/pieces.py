@@ -155,10 +155,11 @@ class PieceShardBody:
     Attributes:
         work: the run's work folder, holding each chunk's piece folder.
         infos: each chunk's marker (its folder, and per piece: records, bytes, lengths).
+        blocks: records hold blocks of documents: the shard's examples are its documents.
     """
 
-    def __init__(self, work: str, infos: list[dict[str, Any]]) -> None:
-        self.work, self.infos = work, infos
+    def __init__(self, work: str, infos: list[dict[str, Any]], blocks: bool = False) -> None:
+        self.work, self.infos, self.blocks = work, infos, blocks
 
     def __call__(self, task: ShardTask, out: Writable, progress: Progress | None) -> ShardResult:
         key = f"{task.split}-{task.index:05d}"
@@ -177,6 +178,8 @@ class PieceShardBody:
         summary = Summary()
         summary.add_counts("example_length", merge_lengths(pieces))
         result.stats = summary.to_json()
+        if self.blocks:
+            result.num_examples = sum(piece["documents"] for piece in pieces)
         return result
 
 

@@ -18,6 +18,15 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see: {self.prog} --help)")
 
 
+def docs_per_record(text: str) -> int | None:
+    """--docs-per-record: a count, or auto (None)."""
+    if text == "auto":
+        return None
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number or auto")
+    return int(text)
+
+
 OUTPUT = [
     switch("--quiet", "no progress bar or log lines", target=COMMAND),
     switch("--json", "print a machine-readable summary on stdout", target=COMMAND),
@@ -123,6 +132,13 @@ TEXT = [
     ),
     switch("--special", "add the tokenizer's special tokens (CLS/SEP, BOS/EOS)"),
     value("--chunk-mb", "input per resumable unit: a killed run redoes at most one chunk", float),
+    value(
+        "--docs-per-record",
+        "documents a record holds: N, or auto (consecutive documents, about 4k ids; 1: one "
+        "document a record, format 2's layout)",
+        docs_per_record,
+        metavar="N|auto",
+    ),
     *[
         value("--workers", "tokenizer threads (default: all cores)", int, target=COMMAND)
         if f.name == "--workers"

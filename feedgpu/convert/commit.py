@@ -32,6 +32,7 @@ class ShardResult:
     num_bytes: int
     skips: list[Skip] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    num_examples: int | None = None  # when records hold several (blocks of documents)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON form."""

@@ -16,7 +16,7 @@ from feedgpu.convert.plan import DatasetPlan
 from feedgpu.convert.summary import Summary
 from feedgpu.format import names
 from feedgpu.format.index import index_path
-from feedgpu.format.manifest import Manifest, ShardInfo, SplitInfo
+from feedgpu.format.manifest import FORMAT_VERSION, Manifest, ShardInfo, SplitInfo
 from feedgpu.format.tfds import write_tfds_metadata
 
 
@@ -45,7 +45,10 @@ def finalize(
     for task in sorted(plan.tasks, key=lambda t: names.split_order(t.split)):
         r = by_file[task.filename]
         index = index_path(r.filename) if task.indexed else None
-        info = ShardInfo(r.filename, r.num_records, r.num_bytes, index)
+        if r.num_examples is None:
+            info = ShardInfo(r.filename, r.num_records, r.num_bytes, index)
+        else:
+            info = ShardInfo(r.filename, r.num_examples, r.num_bytes, index, r.num_records)
         shards.setdefault(task.split, []).append(info)
         summary.merge(Summary(r.stats))
     splits = {name: SplitInfo(tuple(infos)) for name, infos in shards.items()}
@@ -53,7 +56,7 @@ def finalize(
         out,
         name=plan.name,
         schema=plan.schema,
-        splits={k: [(s.num_examples, s.num_bytes) for s in v.shards] for k, v in splits.items()},
+        splits={k: [(s.num_records, s.num_bytes) for s in v.shards] for k, v in splits.items()},
         label_names=plan.label_names,
         supervised_keys=plan.supervised_keys,
         description=f"Converted by feedgpu convert {plan.converter} from {plan.source}",
@@ -80,6 +83,8 @@ def finalize(
         },
         tokenizer=output.tokenizer or plan.tokenizer,
         text=output.text,
+        # Blocks need format 3's readers; without them, format 2's can read it.
+        format_version=FORMAT_VERSION if plan.schema.blocks else 2,
     )
     # The manifest says "complete": everything it describes reaches the disk before it does.
     storage.sync_files([storage.join(out, n) for n in storage.listdir(out) if n != WORK_DIR])

@@ -21,20 +21,26 @@ from feedgpu.errors import DatasetError
 from feedgpu.format.names import MANIFEST
 from feedgpu.format.schema import Feature, Schema
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # text records may hold blocks of documents; without blocks: written as 2
 # Pad tokens, in the order looked for; version-1 packing took the first two (else id 0).
 PAD_TOKENS = ("[PAD]", "<pad>", "<|pad|>")
 
 
 @dataclass(frozen=True)
 class ShardInfo:
-    """One shard file of a split: its name in the dataset folder, examples and bytes, and its
-    record index's name when it has one (DALI, PyTorch `tfrecord`: `feedgpu.format.index`)."""
+    """One shard file of a split: its name in the dataset folder, examples, bytes, its record
+    index if any (`feedgpu.format.index`), records if several examples a record (blocks)."""
 
     file: str
     num_examples: int
     num_bytes: int
     index: str | None = None
+    records: int | None = None
+
+    @property
+    def num_records(self) -> int:
+        """Records in the file: what TFDS counts, what `verify` and an index find."""
+        return self.num_examples if self.records is None else self.records
 
 
 @dataclass(frozen=True)
@@ -273,6 +279,7 @@ class Manifest:
                             "num_examples": s.num_examples,
                             "num_bytes": s.num_bytes,
                             **({"index": s.index} if s.index else {}),
+                            **({"num_records": s.records} if s.records is not None else {}),
                         }
                         for s in split.shards
                     ],
@@ -323,6 +330,7 @@ class Manifest:
                                 int(s["num_examples"]),
                                 int(s["num_bytes"]),
                                 s.get("index"),
+                                s.get("num_records"),
                             )
                             for s in split["shards"]
                         )
@@ -335,7 +343,7 @@ class Manifest:
                 versions=dict(data.get("versions", {})),
                 tokenizer=TokenizerInfo.from_json(tokenizer, legacy_pad_id) if tokenizer else None,
                 text=TextStatistics.from_json(text) if text else None,
-                format_version=FORMAT_VERSION,
+                format_version=max(version, 2),  # format 1 is read as 2 (its pad id set)
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise DatasetError(f"damaged manifest: {type(e).__name__} {e}") from e

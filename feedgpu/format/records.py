@@ -229,6 +229,32 @@ def decode_example(data: bytes) -> ParsedExample:
     return out
 
 
+def block_documents(example: ParsedExample) -> list[ParsedExample]:
+    """A decoded text record's documents, each as a record of one document would decode.
+
+    A record of format 3 may hold a block of documents: `length`, `doc_id` and `label` one
+    value per document, `input_ids` their ids concatenated. A record of one document (format 2)
+    comes back as it is. What a reader outside TensorFlow (PyTorch, DALI) does with a block.
+
+    Raises:
+        ValueError: the lengths do not add up to the ids (a damaged or foreign record).
+    """
+    lengths = [int(n) for n in example.get("length", ())]  # ints: an Int64List
+    if len(lengths) <= 1:
+        return [example]
+    ids = example["input_ids"]
+    if sum(lengths) != len(ids):
+        raise ValueError(f"a block's lengths add up to {sum(lengths)}, its ids are {len(ids)}")
+    each = [k for k in ("length", "doc_id", "label") if k in example]
+    documents, start = [], 0
+    for i, n in enumerate(lengths):
+        document: ParsedExample = {k: example[k][i : i + 1] for k in each}
+        document["input_ids"] = ids[start : start + n]
+        documents.append(document)
+        start += n
+    return documents
+
+
 def masked_crc(data: bytes) -> int:
     """TFRecord's masked CRC32C of data (of a length header, or of a record's data)."""
     crc = google_crc32c.value(data)

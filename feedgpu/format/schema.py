@@ -33,30 +33,33 @@ class Feature:
     encoding: str | None = None
 
     def to_tfds(self, label_names: Sequence[str]) -> dict[str, Any]:
-        """This feature as a `features.json` entry, as TFDS 4.9 writes it."""
+        """This feature as a `features.json` entry, as TFDS 4.9 writes it: a list is a
+        Sequence of its values' feature (a block's doc ids, lengths, labels)."""
         prefix = _TFDS
         if self.kind == "image":
             image: dict[str, Any] = {"dtype": "uint8", "shape": {"dimensions": ["-1", "-1", "3"]}}
             if self.encoding:
                 image["encodingFormat"] = self.encoding
             return {"image": image, "pythonClassName": prefix + "image_feature.Image"}
+        one: dict[str, Any]
         if self.kind == "class_label":
-            return {
+            one = {
                 "classLabel": {"numClasses": str(len(label_names))},
                 "pythonClassName": prefix + "class_label_feature.ClassLabel",
             }
-        if self.kind == "text":
-            return {"pythonClassName": prefix + "text_feature.Text", "text": {}}
-        dtype = {"string": "string", "int64": "int64", "float32": "float32"}[self.dtype]
-        scalar = {
-            "pythonClassName": prefix + "scalar.Scalar",
-            "tensor": {"dtype": dtype, "encoding": "none", "shape": {}},
-        }
+        elif self.kind == "text":
+            one = {"pythonClassName": prefix + "text_feature.Text", "text": {}}
+        else:
+            dtype = {"string": "string", "int64": "int64", "float32": "float32"}[self.dtype]
+            one = {
+                "pythonClassName": prefix + "scalar.Scalar",
+                "tensor": {"dtype": dtype, "encoding": "none", "shape": {}},
+            }
         if not self.shape:
-            return scalar
+            return one
         return {
             "pythonClassName": prefix + "sequence_feature.Sequence",
-            "sequence": {"feature": scalar, "length": "-1"},
+            "sequence": {"feature": one, "length": "-1"},
         }
 
 
@@ -69,6 +72,12 @@ class Schema:
     @classmethod
     def of(cls, features: Sequence[Feature]) -> Schema:
         return cls(tuple(features))
+
+    @property
+    def blocks(self) -> bool:
+        """Whether a record holds a block of documents: text whose `length` is a list (one
+        per document, their ids concatenated in `input_ids`); else a record is an example."""
+        return any(f.name == "length" and f.shape for f in self.features)
 
     def encode(self, example: Mapping[str, FeatureValue]) -> bytes:
         """The example serialised, after checking it holds exactly these features.

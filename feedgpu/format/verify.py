@@ -81,9 +81,9 @@ def verify_dataset(out_dir: str, *, decode: bool = False, quiet: bool = True) ->
                 report.problems.append(f"{shard.file}: {e}")
                 damaged = True
         report.num_records += count
-        if count != shard.num_examples and not damaged:
+        if count != shard.num_records and not damaged:
             report.problems.append(
-                f"{shard.file}: {count} records readable, manifest says {shard.num_examples}"
+                f"{shard.file}: {count} records readable, manifest says {shard.num_records}"
             )
         if shard.index and not damaged:
             report.problems += _check_index(out_dir, shard.index, entries)

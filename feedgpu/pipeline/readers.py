@@ -120,9 +120,33 @@ def read_blocks(
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=spec.deterministic,
         )
+    if view.schema.blocks:  # blocks of documents: parsed whole, then as documents
+        ds = ds.map(
+            documents_of_blocks,
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=spec.deterministic,
+        )
+        ds = ds.rebatch(BLOCK)  # BLOCK documents an element, as records of one document give
     if "parse" in stages.skip:
         ds = ds.take(HELD_RECORDS // BLOCK).cache().repeat()
     return ds
+
+
+def documents_of_blocks(blocks: Any) -> dict[str, Any]:
+    """Parsed records holding blocks of documents (format 3) -> the documents, as parsed
+    records of one document each: ids ragged by document, the other features one a document.
+
+    Raises (when the dataset is read):
+        InvalidArgumentError: a record whose lengths do not add up to its ids.
+    """
+    import tensorflow as tf
+
+    lengths = blocks["length"].flat_values
+    documents = {k: v.flat_values for k, v in blocks.items() if k != "input_ids"}
+    documents["input_ids"] = tf.RaggedTensor.from_row_lengths(
+        blocks["input_ids"].flat_values, lengths
+    )
+    return documents
 
 
 def cached(ds: Any, spec: PipelineSpec) -> Any:

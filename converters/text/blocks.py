@@ -1,0 +1,90 @@
+"""Which documents of a tokenized batch share a record: blocks of consecutive documents.
+
+A record holding one short document costs a reader more to frame, parse and hand over than the
+document's ids are worth; a block of consecutive documents is read, parsed and kept as one
+(benchmarks/RESULTS.md, "Issue 28"). Blocks are cut within a batch, whose documents do not
+depend on thread counts, so neither do the blocks: never across a split, never across batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# --docs-per-record auto: a record holds the documents that start within one window of this
+# many ids (so a record is about this long, or one document when documents are longer), and
+# at most RECORD_DOCS of them.
+RECORD_IDS = 4096
+RECORD_DOCS = 256
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """A batch's documents in record order, and each record's documents.
+
+    Attributes:
+        order: the batch's document indexes in record order (None: the batch's own order).
+        sizes: documents per record, in record order (int64 numpy).
+    """
+
+    order: Any
+    sizes: Any
+
+    @property
+    def firsts(self) -> Any:
+        """Each record's first document, as an index in record order."""
+        import numpy as np
+
+        return np.cumsum(self.sizes) - self.sizes
+
+
+def cut_blocks(lengths: Any, splits: list[str], per_record: int | None) -> Blocks:
+    """The records a batch's documents make: per_record documents each (the last of a split
+    fewer), or with per_record None the documents starting within each window of RECORD_IDS
+    ids, at most RECORD_DOCS; documents of one split only, in the batch's order.
+
+    lengths: ids per document as stored (int64 numpy); splits: each document's split.
+    """
+    import numpy as np
+
+    n = len(lengths)
+    if per_record == 1:  # a record per document: the layout of format 2
+        return Blocks(None, np.ones(n, np.int64))
+    order = None
+    group = np.zeros(n, np.int64)  # the split each document is in, as a number
+    if n and len(set(splits)) > 1:
+        names = sorted(set(splits))
+        group = np.array([names.index(s) for s in splits], np.int64)
+        order = np.argsort(group, kind="stable")
+        group, lengths = group[order], lengths[order]
+    index = np.arange(n, dtype=np.int64)
+    cut = np.ones(n, bool)  # where a record starts
+    if n:
+        cut[1:] = group[1:] != group[:-1]
+        first_of_split = np.maximum.accumulate(np.where(cut, index, 0))
+        place = index - first_of_split  # within its split
+        if per_record is not None:
+            cut |= place % per_record == 0
+        else:
+            starts = np.cumsum(lengths) - lengths
+            starts -= starts[first_of_split]
+            window = starts // RECORD_IDS
+            cut[1:] |= window[1:] != window[:-1]
+            first_of_run = np.maximum.accumulate(np.where(cut, index, 0))
+            cut |= (index - first_of_run) % RECORD_DOCS == 0
+    firsts = np.flatnonzero(cut)
+    sizes = np.diff(np.append(firsts, n)).astype(np.int64)
+    return Blocks(order, sizes)
+
+
+def reorder(values: Any, lengths: Any, order: Any) -> Any:
+    """Concatenated per-document ids (values, lengths) with the documents taken in `order`."""
+    import numpy as np
+
+    if order is None:
+        return values
+    starts = np.cumsum(lengths) - lengths
+    taken = lengths[order]
+    ends = np.cumsum(taken)
+    index = np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64)
+    return values[index + np.repeat(starts[order] - (ends - taken), taken)]
