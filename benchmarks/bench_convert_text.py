@@ -6,9 +6,10 @@ Alternates, in one process on the same generated corpus (JSONL, Zipf-distributed
   (b) plain: HF `encode_batch` in a loop, one `tf.train.Example` per document, one
       `TFRecordWriter` (what a straightforward script does);
   (c) ours: `convert_text` with the same vocab.txt.
-Prints tokens/s and the ratios ours/(a) and ours/(b) last (targets >= 0.7 and >= 5), and, for
-WordPiece, (a'): the same graph called from a thread a core without tf.data. With
-`--bpe`, a byte-level BPE tokenizer.json: (a) is then HF `encode_batch` alone.
+For WordPiece also (a'): the same graph called from a thread a core without tf.data. Prints
+tokens/s and the ratios last: ours against the stronger of (a) and (a') at each length, the
+headline (target >= 0.7 at every length), with ours/(a) beside it, and ours/(b) (target >= 5).
+With `--bpe`, a byte-level BPE tokenizer.json: (a) is then HF `encode_batch` alone.
 All three run after TensorFlow is imported (the CLI pays that import once, ~7 s, reported apart).
 
 Each length profile (--lengths: short ~45 tokens a document, medium ~320, long ~2,400, real:
@@ -54,6 +55,15 @@ class TextBenchResult:
     @property
     def ours_vs_ceiling(self) -> float:
         return self.ours_tok_s / self.ceiling_tok_s
+
+    @property
+    def strongest_tok_s(self) -> float:
+        """The faster of the references: (a), or (a') where measured."""
+        return max(self.ceiling_tok_s, self.threads_tok_s or 0.0)
+
+    @property
+    def ours_vs_strongest(self) -> float:
+        return self.ours_tok_s / self.strongest_tok_s
 
     @property
     def ours_vs_plain(self) -> float:
@@ -247,14 +257,14 @@ def main(argv: Sequence[str] | None = None) -> list[TextBenchResult]:
         f"{'profile':<8}{'docs':>8}{'tok/doc':>8}  M tokens/s: {ceiling:>12}{'(b) plain':>10}"
         f"{'(c) ours':>10}"
         + ("(a') threads".rjust(13) if threads else "")
-        + f"{'ours/(a)':>10}{'ours/(b)':>10}"
+        + f"{'ours/best':>10}{'ours/(a)':>10}{'ours/(b)':>10}"
     )
     for r in results:
         print(
             f"{r.profile:<8}{r.documents:>8}{r.tokens / max(1, r.documents):>8.0f}  {'':11}"
             f"{r.ceiling_tok_s / 1e6:>12.2f}{r.plain_tok_s / 1e6:>10.2f}{r.ours_tok_s / 1e6:>10.2f}"
             + (f"{(r.threads_tok_s or 0) / 1e6:>13.2f}" if threads else "")
-            + f"{r.ours_vs_ceiling:>9.2f}x{r.ours_vs_plain:>9.2f}x"
+            + f"{r.ours_vs_strongest:>9.2f}x{r.ours_vs_ceiling:>9.2f}x{r.ours_vs_plain:>9.2f}x"
         )
     print(f"TF import {tf_import_s:.1f} s (paid once per conversion by the CLI, not counted)")
     for r in results:
@@ -263,22 +273,19 @@ def main(argv: Sequence[str] | None = None) -> list[TextBenchResult]:
                 {
                     **asdict(r),
                     "ours_vs_ceiling": round(r.ours_vs_ceiling, 3),
+                    "ours_vs_strongest": round(r.ours_vs_strongest, 3),
                     "ours_vs_plain": round(r.ours_vs_plain, 3),
                 }
             )
         )
-    worst = min(results, key=lambda r: r.ours_vs_ceiling)
+    worst = min(results, key=lambda r: r.ours_vs_strongest)
     print(
-        f"worst ours/(a) = {worst.ours_vs_ceiling:.2f}x ({worst.profile}; target >= 0.7 at "
-        f"every length)   ours/(b) = "
+        f"worst ours/best = {worst.ours_vs_strongest:.2f}x ({worst.profile}; best: the faster "
+        f"of (a) and (a'); target >= 0.7 at every length)   ours/(a) = "
+        + ", ".join(f"{r.ours_vs_ceiling:.2f}x" for r in results)
+        + "   ours/(b) = "
         + ", ".join(f"{r.ours_vs_plain:.2f}x" for r in results)
         + (" (target >= 5)" if threads else "")
-        + (
-            "   ours/(a') = "
-            + ", ".join(f"{r.ours_tok_s / (r.threads_tok_s or 1):.2f}x" for r in results)
-            if threads
-            else ""
-        )
     )
     return results
 

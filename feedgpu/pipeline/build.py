@@ -55,7 +55,7 @@ def build_pipeline(
     """
     import tensorflow as tf
 
-    from feedgpu.pipeline.text import text_batches
+    from feedgpu.pipeline.text import text_batches, text_columns
 
     view = view_split(spec, input_context)  # the manifest, read once for what follows
     stages = stages or StageChanges()
@@ -66,7 +66,8 @@ def build_pipeline(
     seed = spec.seed if spec.seed is not None else random.SystemRandom().getrandbits(62)
     plan = epoch_plan(spec, seed, position)
     image = spec.kind == "image"  # text stays in blocks until batched (see text_batches)
-    source = epoch_source(spec, view, stages, seed, unbatched=image, keyed=plan is not None)
+    columns = None if image else text_columns(spec, view)
+    source = epoch_source(spec, view, stages, seed, image, plan is not None, columns)
     if image:
         ds = run_epochs(plan, example_epoch(source, spec, plan is not None, seed), spec, seed)
         ds = image_batches(ds, spec, stages, seed)

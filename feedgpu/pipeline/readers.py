@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from feedgpu import storage
 from feedgpu.format.manifest import read_manifest
 from feedgpu.pipeline.buckets import BLOCK
+from feedgpu.pipeline.document_blocks import documents_in_blocks
 from feedgpu.pipeline.measure_hooks import HELD_RECORDS, StageChanges
 from feedgpu.pipeline.split_view import SplitView, view_split
 
@@ -75,11 +76,19 @@ def read_dataset(spec: PipelineSpec, input_context: Any = None) -> Any:
 
 
 def read_blocks(
-    spec: PipelineSpec, view: SplitView, stages: StageChanges, file_seed: Any = None
+    spec: PipelineSpec,
+    view: SplitView,
+    stages: StageChanges,
+    file_seed: Any = None,
+    columns: tuple[str, ...] | None = None,
 ) -> Any:
     """Parsed examples in blocks of up to BLOCK (dicts of batched tensors; variable-length
     features ragged): read and parsed a block at a time. Shuffled files come in file_seed's
-    order (an epoch's key), or, without one, in a new order on each iteration."""
+    order (an epoch's key), or, without one, in a new order on each iteration.
+
+    columns: parse only these features (text batching never reads a doc id); blocks of
+    documents (format 3) then stay flat: ids concatenated, `length` one a document.
+    """
     import tensorflow as tf
 
     files = list(view.files)
@@ -92,6 +101,8 @@ def read_blocks(
         if spec.shuffle_files:
             ds = ds.shuffle(len(files), seed=spec.seed, reshuffle_each_iteration=True)
     parse_spec = view.schema.parse_spec()
+    if columns is not None:
+        parse_spec = {k: v for k, v in parse_spec.items() if k in columns}
     interleave = {
         "cycle_length": spec.cycle_length,
         "num_parallel_calls": tf.data.AUTOTUNE,
@@ -121,32 +132,10 @@ def read_blocks(
             deterministic=spec.deterministic,
         )
     if view.schema.blocks:  # blocks of documents: parsed whole, then as documents
-        ds = ds.map(
-            documents_of_blocks,
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=spec.deterministic,
-        )
-        ds = ds.rebatch(BLOCK)  # BLOCK documents an element, as records of one document give
+        ds = documents_in_blocks(ds, flat=columns is not None)
     if "parse" in stages.skip:
         ds = ds.take(HELD_RECORDS // BLOCK).cache().repeat()
     return ds
-
-
-def documents_of_blocks(blocks: Any) -> dict[str, Any]:
-    """Parsed records holding blocks of documents (format 3) -> the documents, as parsed
-    records of one document each: ids ragged by document, the other features one a document.
-
-    Raises (when the dataset is read):
-        InvalidArgumentError: a record whose lengths do not add up to its ids.
-    """
-    import tensorflow as tf
-
-    lengths = blocks["length"].flat_values
-    documents = {k: v.flat_values for k, v in blocks.items() if k != "input_ids"}
-    documents["input_ids"] = tf.RaggedTensor.from_row_lengths(
-        blocks["input_ids"].flat_values, lengths
-    )
-    return documents
 
 
 def cached(ds: Any, spec: PipelineSpec) -> Any:
@@ -162,8 +151,10 @@ def epoch_source(
     seed: int,
     unbatched: bool,
     keyed: bool,
+    columns: tuple[str, ...] | None = None,
 ) -> Callable[[Any], Any]:
-    """The parsed records of an epoch, given the epoch's key (blocks, or single examples).
+    """The parsed records of an epoch, given the epoch's key (blocks, or single examples;
+    columns: as `read_blocks`).
 
     Keyed (epochs run from a plan, resumable): cached, read once with the files in the seed's
     order, every later epoch replaying the cache, so the order into the shuffle never depends
@@ -172,7 +163,7 @@ def epoch_source(
     """
 
     def read(file_seed: Any) -> Any:
-        ds = read_blocks(spec, view, stages, file_seed)
+        ds = read_blocks(spec, view, stages, file_seed, columns)
         return ds.unbatch() if unbatched else ds
 
     if not keyed:  # no epoch plan: files reshuffled by tf.data on each iteration

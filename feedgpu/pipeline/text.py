@@ -62,6 +62,14 @@ def text_batches(
     return ds.map(how.padded, num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)
 
 
+def text_columns(spec: PipelineSpec, view: SplitView) -> tuple[str, ...]:
+    """The features batching reads (`readers.read_blocks`'s columns): no doc ids, whose
+    parsing and caching cost more than their ids on short documents."""
+    how = _Batching.of(spec, view)
+    lengths = ("length",) if view.schema.blocks else ()  # a block's: its documents' lengths
+    return (*how.keep, *lengths, *(("label",) if how.labelled else ()))
+
+
 @dataclass(frozen=True)
 class _Batching:
     """How a text pipeline cuts and pads its batches, and its three in-graph steps: a block's
@@ -109,10 +117,17 @@ class _Batching:
         )
 
     def columns(self, block: Any) -> Any:
-        """Ragged rows -> a token buffer and row lengths."""
+        """Ragged rows (or blocks of documents' flat ids and lengths) -> a token buffer and
+        row lengths."""
+        import tensorflow as tf
+
         ids = block["input_ids"]
-        out = {"count": ids.nrows(), "lengths": ids.row_lengths()}
-        out.update({k: block[k].flat_values for k in self.keep})
+        if isinstance(ids, tf.RaggedTensor):
+            out = {"count": ids.nrows(), "lengths": ids.row_lengths()}
+            out.update({k: block[k].flat_values for k in self.keep})
+        else:
+            lengths = block["length"]
+            out = {"count": tf.size(lengths, tf.int64), "lengths": lengths, "input_ids": ids}
         if self.labelled:
             out["label"] = block["label"]
         return out
