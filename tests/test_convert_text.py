@@ -65,6 +65,32 @@ def tfds_documents(block: dict) -> tf.data.Dataset:
     )
 
 
+def test_docs_per_record_auto_stores_short_documents_in_blocks(tmp_path: Path) -> None:
+    """auto decides by the first documents' mean length: short ones in blocks (format 3),
+    long ones one a record (format 2's layout and version)."""
+    from feedgpu.converters.text.blocks import SHORT_IDS
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    words = ["the", "cat", "sat", "on", "a", "mat", "and", "the", "dog", "ran", "far"]
+    short = [" ".join(words[: 3 + i % 5]) for i in range(300)]
+    (corpus / "short.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in short))
+    long = corpus.parent / "long"
+    long.mkdir()
+    text = " ".join(words * (SHORT_IDS // len(words) + 2))  # over SHORT_IDS ids a document
+    (long / "long.jsonl").write_text("".join(json.dumps({"text": text}) + "\n" for _ in range(30)))
+    found = {}
+    for name, src in (("short", corpus), ("long", long)):
+        out = tmp_path / f"out-{name}"
+        convert_text(str(src), str(out), TextOptions(tokenizer="train:wordpiece:100"), quiet=True)
+        manifest = read_manifest(str(out))
+        records = sum(s.num_records for s in manifest.split("train").shards)
+        found[name] = (manifest.schema.blocks, manifest.format_version, records)
+        assert "docs_per_record" not in manifest.options  # auto: as before it existed
+    assert found["short"][:2] == (True, 3) and found["short"][2] < 300
+    assert found["long"] == (False, 2, 30)
+
+
 def test_tfds_reads_text_dataset(tmp_path: Path, text_folder: Path) -> None:
     """TFDS reads both layouts: blocks (an example a record, its features lists, the README's
     recipe gives documents) and one document a record (with (ids, label) pairs)."""

@@ -11,11 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-# --docs-per-record auto: a record holds the documents that start within one window of this
-# many ids (so a record is about this long, or one document when documents are longer), and
-# at most RECORD_DOCS of them.
+# --docs-per-record auto: a corpus whose first documents average at most SHORT_IDS ids (special
+# tokens included) is stored in blocks, a record holding the documents that start within one
+# window of RECORD_IDS ids, at most RECORD_DOCS of them; longer documents one a record, as
+# format 2 stores them. Measured: blocks read short documents faster from disk, and medium and
+# long ones slower (benchmarks/RESULTS.md, "Issue 28").
+SHORT_IDS = 128
+SAMPLE_DOCUMENTS = 1000
 RECORD_IDS = 4096
 RECORD_DOCS = 256
+
+
+def choose_per_record(mean_ids: float | None) -> int | None:
+    """--docs-per-record auto for a corpus whose first documents average mean_ids ids (None:
+    none read): None (blocks by size) for short documents, else 1."""
+    return None if mean_ids is not None and mean_ids <= SHORT_IDS else 1
 
 
 @dataclass(frozen=True)

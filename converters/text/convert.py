@@ -6,6 +6,7 @@ tokenizing and writing the chunks is `chunks.TextRunner`'s job.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -28,6 +29,7 @@ from feedgpu.converters.listing import (
     sort_labels,
     split_folders,
 )
+from feedgpu.converters.text.blocks import SAMPLE_DOCUMENTS, choose_per_record
 from feedgpu.converters.text.chunks import TextRunner
 from feedgpu.converters.text.options import TextOptions, TextSource
 from feedgpu.converters.text.sources import (
@@ -129,6 +131,10 @@ def plan_text_dataset(
     started = time.perf_counter()
     tokenizer = _tokenizer(spec, options, sources, fractions, run.quiet)
     tokenizer_s = time.perf_counter() - started
+    layout = options  # the options as written: --docs-per-record auto decided
+    if options.blocks and options.docs_per_record is None:
+        per_record = choose_per_record(_mean_ids(sources, options, tokenizer))
+        layout = dataclasses.replace(options, docs_per_record=per_record)
     name = _dataset_name(src, options)
     shard_counts = _shard_counts(sources, fractions, options)
     tasks = [
@@ -151,11 +157,11 @@ def plan_text_dataset(
         source=src,
         options={**recorded, "name": name},
         inputs_fingerprint=fingerprint_files(files),
-        features=text_features(options, labelled),
+        features=text_features(layout, labelled),
         label_names=label_names,
         # (ids, label) pairs only where a record is one document: a block's are lists.
         supervised_keys=("input_ids", "label")
-        if labelled and not options.pack and not options.blocks
+        if labelled and not options.pack and not layout.blocks
         else None,
         tasks=tasks,
         listing_skips=skips,
@@ -163,7 +169,29 @@ def plan_text_dataset(
         stages_s={"tokenizer": tokenizer_s},
     )
     chunks = _chunks(sources, options)
-    return plan, TextRunner(plan, sources, chunks, shard_counts, tokenizer, options, fractions)
+    return plan, TextRunner(plan, sources, chunks, shard_counts, tokenizer, layout, fractions)
+
+
+def _mean_ids(
+    sources: list[TextSource], options: TextOptions, tokenizer: TextTokenizer
+) -> float | None:
+    """Ids a document of the corpus's first SAMPLE_DOCUMENTS averages, as stored (special
+    tokens included, truncated): what --docs-per-record auto decides by."""
+    texts: list[str] = []
+    for source in sources:
+        for doc in iter_documents(source.file, options.read):
+            if isinstance(doc, Document):
+                texts.append(doc.text)
+            if len(texts) >= SAMPLE_DOCUMENTS:
+                break
+        if len(texts) >= SAMPLE_DOCUMENTS:
+            break
+    if not texts:
+        return None
+    extra = sum(map(len, tokenizer.special_ids())) if options.special else 0
+    limit = options.max_length or 1 << 62
+    lengths = [min(len(ids) + extra, limit) for ids in tokenizer.encode_reference(texts)]
+    return sum(lengths) / len(lengths)
 
 
 def _labelled_sources(

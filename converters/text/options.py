@@ -36,8 +36,9 @@ class TextOptions:
         name: dataset name (TFDS-safe).
         index: write each shard's record index beside it (DALI, PyTorch tfrecord readers).
         docs_per_record: documents a record holds when each document is one example (not
-            with stride or pack): N, or None ("auto") for the consecutive documents starting
-            within a window of about 4k ids (`blocks.cut_blocks`); 1 writes format 2's layout.
+            with stride or pack): N, or None ("auto": blocks of about 4k ids for short
+            documents, one a record for longer ones; `blocks.choose_per_record`); 1 writes
+            format 2's layout.
     """
 
     tokenizer: str

@@ -134,8 +134,8 @@ TEXT = [
     value("--chunk-mb", "input per resumable unit: a killed run redoes at most one chunk", float),
     value(
         "--docs-per-record",
-        "documents a record holds: N, or auto (consecutive documents, about 4k ids; 1: one "
-        "document a record, format 2's layout)",
+        "documents a record holds: N, or auto (short documents: blocks of about 4k ids; "
+        "longer ones: 1, one document a record, format 2's layout)",
         docs_per_record,
         metavar="N|auto",
     ),
