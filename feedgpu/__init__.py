@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         UsageError,
     )
     from feedgpu.format.manifest import Manifest, read_manifest
+    from feedgpu.format.records import block_documents
     from feedgpu.format.verify import VerifyReport, verify_dataset
     from feedgpu.pipeline.build import build_pipeline
     from feedgpu.pipeline.fit_backup import FitBackup
@@ -58,6 +59,7 @@ _EXPORTS = {
     "FeedgpuError": "feedgpu.errors",
     "InputError": "feedgpu.errors",
     "UsageError": "feedgpu.errors",
+    "block_documents": "feedgpu.format.records",
     "Manifest": "feedgpu.format.manifest",
     "read_manifest": "feedgpu.format.manifest",
     "PipelineSpec": "feedgpu.pipeline",
@@ -105,6 +107,7 @@ __all__ = [
     "VerifyReport",
     "__version__",
     "bench_input",
+    "block_documents",
     "build_pipeline",
     "convert_images",
     "convert_text",

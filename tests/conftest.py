@@ -24,7 +24,8 @@ SMALL_SIZES = ((64, 48), (48, 64), (80, 60))
 def shard_examples(out: Path) -> list[dict]:
     """Every example of a dataset folder, decoded by feedgpu's own codec, shard by shard: text
     records holding blocks of documents give one example a document."""
-    from feedgpu.format.records import block_documents, decode_example, read_records
+    from feedgpu import block_documents
+    from feedgpu.format.records import decode_example, read_records
 
     found = []
     for shard in sorted(out.glob("*.tfrecord-*")):

@@ -86,9 +86,12 @@ def test_docs_per_record_auto_stores_short_documents_in_blocks(tmp_path: Path) -
         manifest = read_manifest(str(out))
         records = sum(s.num_records for s in manifest.split("train").shards)
         found[name] = (manifest.schema.blocks, manifest.format_version, records)
-        assert "docs_per_record" not in manifest.options  # auto: as before it existed
+        # auto recorded only when it chose blocks: otherwise the bytes are as before it existed
+        assert manifest.options.get("docs_per_record") == ("auto" if name == "short" else None)
     assert found["short"][:2] == (True, 3) and found["short"][2] < 300
     assert found["long"] == (False, 2, 30)
+    with pytest.raises(UsageError, match="--docs-per-record: windows"):
+        TextOptions(tokenizer="vocab.txt", pack=16, docs_per_record=4)
 
 
 def test_tfds_reads_text_dataset(tmp_path: Path, text_folder: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 # format 2 stores them. Measured: blocks read short documents faster from disk, and medium and
 # long ones slower (benchmarks/RESULTS.md, "Issue 28").
 SHORT_IDS = 128
-SAMPLE_DOCUMENTS = 1000
+SAMPLE_DOCUMENTS = 256
 RECORD_IDS = 4096
 RECORD_DOCS = 256
 

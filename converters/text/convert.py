@@ -29,7 +29,7 @@ from feedgpu.converters.listing import (
     sort_labels,
     split_folders,
 )
-from feedgpu.converters.text.blocks import SAMPLE_DOCUMENTS, choose_per_record
+from feedgpu.converters.text.blocks import SAMPLE_DOCUMENTS, SHORT_IDS, choose_per_record
 from feedgpu.converters.text.chunks import TextRunner
 from feedgpu.converters.text.options import TextOptions, TextSource
 from feedgpu.converters.text.sources import (
@@ -150,6 +150,8 @@ def plan_text_dataset(
         for k, v in asdict(options).items()
         if (k not in ("pad_id", "docs_per_record") or v is not None) and (k != "index" or v)
     }
+    if layout.blocks:  # blocks are other bytes: never the resumption of a run without them
+        recorded["docs_per_record"] = options.docs_per_record or "auto"
     plan = DatasetPlan(
         out_dir=out_dir,
         name=name,
@@ -176,22 +178,31 @@ def _mean_ids(
     sources: list[TextSource], options: TextOptions, tokenizer: TextTokenizer
 ) -> float | None:
     """Ids a document of the corpus's first SAMPLE_DOCUMENTS averages, as stored (special
-    tokens included, truncated): what --docs-per-record auto decides by."""
+    tokens included, truncated): what --docs-per-record auto decides by. Tokenized in small
+    batches, and stopped as soon as the mean is known to be over SHORT_IDS (a corpus of books
+    is not held in memory)."""
+    extra = sum(map(len, tokenizer.special_ids())) if options.special else 0
+    limit = options.max_length or 1 << 62
+    count = total = 0
     texts: list[str] = []
+
+    def tokenize() -> None:
+        nonlocal count, total
+        for ids in tokenizer.encode_reference(texts):
+            total += min(len(ids) + extra, limit)
+        count += len(texts)
+        texts.clear()
+
     for source in sources:
         for doc in iter_documents(source.file, options.read):
             if isinstance(doc, Document):
-                texts.append(doc.text)
-            if len(texts) >= SAMPLE_DOCUMENTS:
-                break
-        if len(texts) >= SAMPLE_DOCUMENTS:
-            break
-    if not texts:
-        return None
-    extra = sum(map(len, tokenizer.special_ids())) if options.special else 0
-    limit = options.max_length or 1 << 62
-    lengths = [min(len(ids) + extra, limit) for ids in tokenizer.encode_reference(texts)]
-    return sum(lengths) / len(lengths)
+                texts.append(doc.text[: 64 * SHORT_IDS])  # enough to be over SHORT_IDS ids
+            if len(texts) == 64:
+                tokenize()
+            if count >= SAMPLE_DOCUMENTS or total > SHORT_IDS * SAMPLE_DOCUMENTS:
+                return total / count  # the file is closed as its reader is dropped
+    tokenize()
+    return total / count if count else None
 
 
 def _labelled_sources(

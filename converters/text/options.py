@@ -86,6 +86,11 @@ class TextOptions:
             raise UsageError(
                 f"--docs-per-record {self.docs_per_record}: use a number from 1 to 65536, or auto"
             )
+        if self.docs_per_record not in (None, 1) and (self.pack or self.stride is not None):
+            raise UsageError(
+                "--docs-per-record: windows (--stride) and packed sequences (--pack) are one "
+                "a record; leave it out"
+            )
 
     @property
     def blocks(self) -> bool:

@@ -46,6 +46,19 @@ def documents_in_blocks(parsed: Any, flat: bool = False, block: int = BLOCK) -> 
     return elements if flat else elements.map(_as_documents, num_parallel_calls=tf.data.AUTOTUNE)
 
 
+def checked_block(record: Any) -> Any:
+    """One parsed block record, checked that its lengths add up to its ids (ignore_errors
+    readers then skip it as damaged)."""
+    import tensorflow as tf
+
+    tf.debugging.assert_equal(
+        tf.reduce_sum(record["length"]),
+        tf.size(record["input_ids"], tf.int64),
+        message="a record's document lengths do not add up to its ids",
+    )
+    return record
+
+
 def _flat(records: Any) -> dict[str, Any]:
     """A batch of block records as flat columns: the ids, and one value a document for the
     rest; checked that each record's lengths add up to its ids."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from feedgpu import storage
 from feedgpu.format.manifest import read_manifest
 from feedgpu.pipeline.buckets import BLOCK
-from feedgpu.pipeline.document_blocks import documents_in_blocks
+from feedgpu.pipeline.document_blocks import checked_block, documents_in_blocks
 from feedgpu.pipeline.measure_hooks import HELD_RECORDS, StageChanges
 from feedgpu.pipeline.split_view import SplitView, view_split
 
@@ -30,7 +30,8 @@ def dropped_records(spec: PipelineSpec) -> int:
 
     TensorFlow's reader stops a file at its first bad CRC; with ignore_errors, feedgpu reads
     with its own CRC-checking reader, which skips just the damaged record (a damaged length
-    header still ends the file: the records after it cannot be found).
+    header still ends the file: the records after it cannot be found). Records, not examples:
+    a damaged block of documents counts once.
     """
     split = read_manifest(spec.data_dir).split(spec.split, spec.data_dir)
     return sum(_DROPPED[storage.join(spec.data_dir, s.file)] for s in split.shards)
@@ -117,6 +118,8 @@ def read_blocks(
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=spec.deterministic,
         )
+        if view.schema.blocks:  # a block whose lengths do not add up is skipped too
+            ds = ds.map(checked_block)
         ds = ds.ignore_errors().ragged_batch(BLOCK)
     else:
         # Blocks are formed inside each file's reader: a parallel interleave costs more per
