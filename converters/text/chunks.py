@@ -1,7 +1,8 @@
 """Tokenizing a text corpus in chunks: piece files per shard, resumable, then shards assembled.
 
 Each chunk (consecutive input files) is read in order and tokenized in batches on worker
-threads; each document's example goes to the piece file of the shard its seeded hash picks.
+threads; each record (a document's example, or a block of consecutive documents: `blocks`)
+goes to the piece file of the shard its (first) document's seeded hash picks.
 A finished chunk is renamed into place, so a killed run redoes at most one; a shard is its
 pieces concatenated in chunk order, so the bytes do not depend on thread counts.
 """

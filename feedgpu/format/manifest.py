@@ -5,7 +5,8 @@ shards, labels; for text the tokenizer identity, vocabulary size, pad id, specia
 length and exact length counts) so that no reader re-derives any of it.
 
 Format versions: 1 (before the pad id was recorded) is still read, its pad id recovered from the
-`tokenizer.json` saved beside the shards by the rule its packer used; a newer version than this
+`tokenizer.json` saved beside the shards by the rule its packer used; 3 has text records
+holding blocks of documents (a dataset without them is written as 2); a newer version than this
 feedgpu knows is refused with one line.
 """
 
