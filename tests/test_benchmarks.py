@@ -165,3 +165,14 @@ def test_bench_vocab_smoke(capsys) -> None:
     assert result.ours_distinct == 1 and result.convert_identical
     assert 0 < result.ours_size <= 600
     assert "distinct vocabularies over 1 rounds" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_ab_text_layout_smoke(tmp_path: Path, text_folder: Path) -> None:
+    import feedgpu
+
+    out = tmp_path / "data"
+    options = feedgpu.TextOptions(tokenizer="train:wordpiece:300", docs_per_record=4)
+    feedgpu.convert_text(str(text_folder), str(out), options, quiet=True)
+    line = load("ab_text_layout").main(str(out), batch=8)
+    rates = dict(zip(line.split()[::2], map(float, line.split()[1::2]), strict=True))
+    assert set(rates) == {"cold", "cached", "uncached"} and min(rates.values()) > 0
