@@ -74,6 +74,19 @@ DOCUMENTS = {
 
 
 GOLDEN = Path(__file__).parent / "golden"
+
+
+def golden_corpus(tmp_path: Path) -> tuple[Path, Path]:
+    """DOCUMENTS in class folders under tmp_path/src, and VOCAB as tmp_path/vocab.txt."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(VOCAB) + "\n")
+    src = tmp_path / "src"
+    for rel, text in DOCUMENTS.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+    return src, vocab
+
+
 # Fields that differ between two runs of the same conversion: inputs' mtimes, tool versions.
 VOLATILE = ("fingerprint", "inputs_fingerprint", "versions")
 
@@ -144,14 +157,10 @@ def test_image_shard_bytes_are_pinned(tmp_path: Path) -> None:
 def test_text_shard_bytes_are_pinned(
     tmp_path: Path, extra: dict, expected: dict, golden: str
 ) -> None:
-    (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    src = tmp_path / "src"
-    for rel, text in DOCUMENTS.items():
-        (src / rel).parent.mkdir(parents=True, exist_ok=True)
-        (src / rel).write_text(text)
+    src, vocab = golden_corpus(tmp_path)
     out = tmp_path / "golden"
     options = TextOptions(
-        tokenizer=str(tmp_path / "vocab.txt"),
+        tokenizer=str(vocab),
         folder_labels="pack" not in extra,
         num_shards=2,
         name="golden",
@@ -199,15 +208,9 @@ def test_format_2_text_shards_are_read_as_blocks_are(tmp_path: Path) -> None:
     }
     assert _documents(old) == expected
 
-    (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    src = tmp_path / "src"
-    for rel, text in DOCUMENTS.items():
-        (src / rel).parent.mkdir(parents=True, exist_ok=True)
-        (src / rel).write_text(text)
+    src, vocab = golden_corpus(tmp_path)
     blocks = tmp_path / "blocks"
-    options = TextOptions(
-        tokenizer=str(tmp_path / "vocab.txt"), folder_labels=True, docs_per_record=4
-    )
+    options = TextOptions(tokenizer=str(vocab), folder_labels=True, docs_per_record=4)
     convert_text(str(src), str(blocks), options, quiet=True)
     assert _documents(blocks) == expected
     assert (

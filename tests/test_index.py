@@ -119,50 +119,46 @@ def test_the_index_follows_records_however_the_bytes_are_cut() -> None:
 
 PYTORCH_READER = """
 import json, sys
-from tfrecord.reader import tfrecord_loader
-out = sys.argv[1]
-manifest = json.load(open(f"{out}/feedgpu.json"))
-rows = {}
-for split in manifest["splits"].values():
-    for shard in split["shards"]:
-        path, index = f"{out}/{shard['file']}", f"{out}/{shard['index']}"
-        halves = [list(tfrecord_loader(path, index, {"path": "byte", "label": "int"}, shard=(k, 2)))
-                  for k in range(2)]
-        rows[shard["file"]] = [(bytes(r["path"]).decode(), int(r["label"][0]))
-                               for half in halves for r in half]
-print(json.dumps(rows))
-"""
-
-
-PYTORCH_TEXT_READER = """
-import json, sys
 import numpy as np
 from tfrecord.reader import tfrecord_loader
-out = sys.argv[1]
+out, description = sys.argv[1], json.loads(sys.argv[2])
 manifest = json.load(open(f"{out}/feedgpu.json"))
-docs = {}
+records = {}
 for split in manifest["splits"].values():
     for shard in split["shards"]:
         path, index = f"{out}/{shard['file']}", f"{out}/{shard['index']}"
-        description = {"input_ids": "int", "length": "int", "doc_id": "byte"}
-        for k in range(2):
-            for block in tfrecord_loader(path, index, description, shard=(k, 2)):
-                ids = np.split(block["input_ids"], np.cumsum(block["length"])[:-1])
-                names = np.atleast_1d(block["doc_id"])  # one document: bytes, not an array
-                for name, doc in zip(names, ids, strict=True):
-                    docs[bytes(name).decode()] = doc.tolist()
-print(json.dumps(docs))
+        halves = [tfrecord_loader(path, index, description, shard=(k, 2)) for k in range(2)]
+        records[shard["file"]] = [
+            {k: [bytes(v).decode() if description[k] == "byte" else int(v)
+                 for v in np.atleast_1d(r[k])] for k in description}  # one bytes value: not a list
+            for half in halves for r in half
+        ]
+print(json.dumps(records))
 """
+
+
+def pytorch_records(out: Path, description: dict[str, str]) -> dict[str, list[dict]]:
+    """Each shard's records as the `tfrecord` package (PyPI) reads them, in a process without
+    TensorFlow, as a PyTorch DataLoader's workers would: each shard in two halves cut by its
+    index. Values as lists (bytes decoded)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", PYTORCH_READER, str(out), json.dumps(description)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
 
 
 def test_the_pytorch_tfrecord_reader_gets_documents_out_of_blocks(
     tmp_path: Path, text_folder: Path
 ) -> None:
-    """The README's recipe for text records holding blocks of documents, with the `tfrecord`
-    package in a process without TensorFlow: each block split at its lengths."""
-    import subprocess
-    import sys
-
+    """The README's recipe for text records holding blocks of documents, read by the
+    `tfrecord` package: each block split at its lengths."""
+    import numpy as np
     from conftest import shard_examples
 
     out = tmp_path / "text"
@@ -173,37 +169,29 @@ def test_the_pytorch_tfrecord_reader_gets_documents_out_of_blocks(
     manifest = feedgpu.read_manifest(str(out))
     train = manifest.split("train")  # imdb/train: 60 documents, imdb/test: 20
     assert train.num_examples == 60 and sum(s.num_records for s in train.shards) == 20
-    done = subprocess.run(
-        [sys.executable, "-c", PYTORCH_TEXT_READER, str(out)], capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    description = {"input_ids": "int", "length": "int", "doc_id": "byte"}
+    docs = {}
+    for blocks in pytorch_records(out, description).values():
+        for block in blocks:
+            ids = np.split(np.asarray(block["input_ids"]), np.cumsum(block["length"])[:-1])
+            docs.update(zip(block["doc_id"], (doc.tolist() for doc in ids), strict=True))
     ours = {ex["doc_id"][0].decode(): ex["input_ids"] for ex in shard_examples(out)}
-    assert json.loads(done.stdout) == ours and len(ours) == 80
+    assert docs == ours and len(ours) == 80
 
 
 def test_the_pytorch_tfrecord_reader_splits_shards_by_their_index(
     tmp_path: Path, image_folder: Path
 ) -> None:
-    """The `tfrecord` package (PyPI), in a process without TensorFlow, as a PyTorch
-    DataLoader's workers would read: each shard in two halves cut by the index."""
-    import subprocess
-    import sys
-
+    """The `tfrecord` package reads every record once, in order, across a shard's halves."""
     out = tmp_path / "data"
     feedgpu.convert_images(
         str(image_folder), str(out), feedgpu.ImageOptions(num_shards=2, index=True), quiet=True
     )
-    done = subprocess.run(
-        [sys.executable, "-c", PYTORCH_READER, str(out)], capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = json.loads(done.stdout)
+    rows = pytorch_records(out, {"path": "byte", "label": "int"})
     manifest = feedgpu.read_manifest(str(out))
     for split in manifest.splits.values():
         for shard in split.shards:
             with open(out / shard.file, "rb") as f:
                 examples = [decode_example(r) for r in read_records(f)]
             ours = [(ex["path"][0].decode(), ex["label"][0]) for ex in examples]
-            assert [
-                tuple(r) for r in rows[shard.file]
-            ] == ours  # every record once, in order, across the halves
+            assert [(r["path"][0], r["label"][0]) for r in rows[shard.file]] == ours
