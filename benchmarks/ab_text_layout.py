@@ -11,36 +11,18 @@ from __future__ import annotations
 
 import os
 import sys
-import time
+
+from bench_pipeline import ours_text_rates
 
 
 def main(data: str, batch: int = 128) -> str:
     import feedgpu
 
     spec = feedgpu.PipelineSpec.for_dataset(data, batch_size=batch, training=True)
-    spec = spec.with_changes(repeat=True)
     tokens = feedgpu.read_manifest(data).text.tokens
-
-    def count(batch) -> int:
-        return int(batch["attention_mask"].numpy().sum())
-
-    def steady(ds, warm: int) -> float:
-        it = iter(ds)
-        seen = 0
-        while seen < warm:
-            seen += count(next(it))
-        got, start = 0, time.perf_counter()
-        while got < tokens:
-            got += count(next(it))
-        return got / (time.perf_counter() - start)
-
-    cold = feedgpu.build_pipeline(spec.with_changes(repeat=False)).map(lambda x, *_: x)
-    start = time.perf_counter()
-    rates = {"cold": sum(count(b) for b in cold) / (time.perf_counter() - start)}
-    cached = feedgpu.build_pipeline(spec).map(lambda x, *_: x)
-    rates["cached"] = steady(cached, tokens)
-    disk = feedgpu.build_pipeline(spec.with_changes(cache=None)).map(lambda x, *_: x)
-    rates["uncached"] = steady(disk, tokens // 10)
+    measured = ours_text_rates(spec, lambda b: int(b["attention_mask"].numpy().sum()), tokens)
+    names = {"ours_cold": "cold", "ours": "cached", "ours_disk": "uncached"}
+    rates = {names[k]: v for k, v in measured.items()}
     line = " ".join(f"{k} {v / 1e6:.2f}" for k, v in rates.items())
     print(f"{os.path.basename(data.rstrip('/'))} {line} M tok/s")
     return line
