@@ -53,3 +53,36 @@ def test_a_record_whose_lengths_do_not_add_up_is_an_error() -> None:
     parsed = tf.data.Dataset.from_tensor_slices(bad).batch(1)
     with pytest.raises(tf.errors.InvalidArgumentError, match="do not add up to its ids"):
         list(documents_in_blocks(parsed, block=4))
+
+
+def test_verify_decode_counts_each_blocks_documents(tmp_path, text_folder) -> None:
+    """`verify --decode` splits every block: lengths that do not add up, and a shard whose
+    documents are not the manifest's count, are findings."""
+    import json
+
+    import feedgpu
+    from feedgpu.format.records import encode_example, frame_records
+
+    out = tmp_path / "text"
+    options = feedgpu.TextOptions(tokenizer="train:wordpiece:300", docs_per_record=3)
+    feedgpu.convert_text(str(text_folder), str(out), options, quiet=True)
+    assert feedgpu.verify_dataset(str(out), decode=True).ok
+    path = out / "feedgpu.json"
+    data = json.loads(path.read_text())
+    shard = data["splits"]["train"]["shards"][0]
+    shard["num_examples"] += 1
+    path.write_text(json.dumps(data))
+    problems = feedgpu.verify_dataset(str(out), decode=True).problems
+    assert problems == [
+        f"{shard['file']}: {shard['num_examples'] - 1} documents in its blocks, manifest says "
+        f"{shard['num_examples']}"
+    ]
+    assert feedgpu.verify_dataset(str(out)).ok  # without --decode, records are not opened
+    shard["num_examples"] -= 1
+    shard["num_records"] += 1
+    path.write_text(json.dumps(data))
+    bad = {"doc_id": [b"x", b"y"], "input_ids": [1, 2, 3], "length": [1, 1]}
+    with open(out / shard["file"], "ab") as f:
+        f.write(frame_records([encode_example(bad)]))
+    problems = feedgpu.verify_dataset(str(out), decode=True).problems
+    assert any("a block's lengths add up to 2, its ids are 3" in p for p in problems)

@@ -149,7 +149,11 @@ TEXT = [
 INDEX = [value("out", "dataset folder", metavar="OUT", target=COMMAND), *OUTPUT]
 VERIFY = [
     value("out", "dataset folder", metavar="OUT", target=COMMAND),
-    switch("--decode", "also decode every image", target=COMMAND),
+    switch(
+        "--decode",
+        "also decode every record: images, and text blocks' documents (counted)",
+        target=COMMAND,
+    ),
     *OUTPUT,
 ]
 _NO_AUTH = (

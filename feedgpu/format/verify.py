@@ -10,7 +10,7 @@ from feedgpu import storage
 from feedgpu.format import names
 from feedgpu.format.index import read_index
 from feedgpu.format.manifest import read_manifest
-from feedgpu.format.records import RecordError, decode_example, read_records
+from feedgpu.format.records import RecordError, block_documents, decode_example, read_records
 from feedgpu.progress import progress_bar
 
 
@@ -65,7 +65,7 @@ def verify_dataset(out_dir: str, *, decode: bool = False, quiet: bool = True) ->
         if not storage.exists(path):
             report.problems.append(f"{shard.file}: missing")
             continue
-        count, damaged = 0, False
+        count, documents, damaged = 0, 0, False
         entries: list[tuple[int, int]] = []  # each record's offset and framed length
         with storage.open_file(path, "rb") as f:
             try:
@@ -74,7 +74,8 @@ def verify_dataset(out_dir: str, *, decode: bool = False, quiet: bool = True) ->
                     entries.append((start, len(record) + 16))
                     bar.update(len(record) + 16)
                     if decode:
-                        problem = _check_record(record, images)
+                        problem, held = _check_record(record, images, manifest.schema.blocks)
+                        documents += held
                         if problem:
                             report.problems.append(f"{shard.file}: record {count - 1}: {problem}")
             except RecordError as e:
@@ -84,6 +85,11 @@ def verify_dataset(out_dir: str, *, decode: bool = False, quiet: bool = True) ->
         if count != shard.num_records and not damaged:
             report.problems.append(
                 f"{shard.file}: {count} records readable, manifest says {shard.num_records}"
+            )
+        elif decode and manifest.schema.blocks and documents != shard.num_examples:
+            report.problems.append(
+                f"{shard.file}: {documents} documents in its blocks, manifest says "
+                f"{shard.num_examples}"
             )
         if shard.index and not damaged:
             report.problems += _check_index(out_dir, shard.index, entries)
@@ -109,14 +115,20 @@ def _check_index(out_dir: str, name: str, entries: list[tuple[int, int]]) -> lis
     return [f"{name}: entry {wrong} says {listed[wrong]}, the record is at {entries[wrong]}"]
 
 
-def _check_record(record: bytes, image_features: list[str]) -> str | None:
+def _check_record(record: bytes, image_features: list[str], blocks: bool) -> tuple[str | None, int]:
+    """What is wrong with a record, if anything, and the examples it holds (a block's
+    documents, whose lengths must add up to its ids)."""
     try:
         example = decode_example(record)
     except ValueError as e:
-        return f"not a valid tf.train.Example ({e})"
+        return f"not a valid tf.train.Example ({e})", 0
+    try:
+        held = len(block_documents(example)) if blocks else 1
+    except ValueError as e:
+        return str(e), 0
     for name in image_features:
         values = example.get(name) or [b""]
         problem = _check_image(values[0] if isinstance(values[0], bytes) else b"")
         if problem:
-            return problem
-    return None
+            return problem, held
+    return None, held
