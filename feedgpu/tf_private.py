@@ -116,14 +116,3 @@ def xspace() -> Any:
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     return xplane_pb2.XSpace()
-
-
-def scalar_metadata() -> bytes:
-    """The serialized summary metadata that marks a tensor summary as a TensorBoard scalar
-    (what `tf.summary.scalar` writes, which lives in the tensorboard package, not in
-    TensorFlow); `tf.summary.write` takes it as bytes."""
-    from tensorflow.core.framework import summary_pb2
-
-    metadata = summary_pb2.SummaryMetadata()
-    metadata.plugin_data.plugin_name = "scalars"
-    return bytes(metadata.SerializeToString())

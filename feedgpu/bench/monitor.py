@@ -194,9 +194,8 @@ def _write_scalars(writer: Any, step: int, scalars: dict[str, float]) -> None:
     tensorboard package installed)."""
     import tensorflow as tf
 
-    from feedgpu.tf_private import scalar_metadata
-
-    metadata = scalar_metadata()
+    metadata = tf.compat.v1.SummaryMetadata()
+    metadata.plugin_data.plugin_name = "scalars"
     with writer.as_default(step=step):
         for name, value in scalars.items():
             tf.summary.write(
