@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -22,6 +19,7 @@ from typing import Any
 import keras
 
 from feedgpu.bench.trace import KERAS_STEPS, InputWindow, read_window
+from feedgpu.bench.xplane import ProfilerSession
 from feedgpu.errors import UsageError
 
 logger = logging.getLogger(__name__)
@@ -82,12 +80,11 @@ class FeedMonitor(keras.callbacks.Callback):
         self.trace_dir, self.keep_traces, self.verbose = trace_dir, keep_traces, verbose
         self.report = report
         self.windows: list[InputWindow] = []
-        self._epochs: dict[int, int] = {}  # a window's first step -> its epoch
         self._step = 0  # global steps run
         self._next_due = start
         self._epoch_done = False
-        self._active: _Session | None = None
-        self._unread: list[_Session] = []  # windows profiled, their traces not read yet
+        self._active: ProfilerSession | None = None
+        self._unread: list[ProfilerSession] = []  # windows profiled, their traces not read yet
         self._writer: Any = None
 
     # -- Keras hooks -----------------------------------------------------------------------
@@ -104,8 +101,9 @@ class FeedMonitor(keras.callbacks.Callback):
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         if self._active is not None or not self._due(batch):
             return
-        self._active = _Session.begin(self.trace_dir if self.keep_traces else None, self._step)
-        self._epochs[self._step] = self._epoch
+        trace_dir = self.trace_dir if self.keep_traces else None
+        what = f"FeedMonitor, window at step {self._step}"
+        self._active = ProfilerSession.begin(trace_dir, what, self._step, self._epoch)
         if self._active.skipped:
             self._active = None
             self._settle()
@@ -166,9 +164,10 @@ class FeedMonitor(keras.callbacks.Callback):
     def _read_traces(self) -> None:
         unread, self._unread = self._unread, []
         for session in unread:
-            self._report(session, session.read(KERAS_STEPS, self.keep_traces))
+            found = session.read(lambda folder: read_window(folder, KERAS_STEPS), self.keep_traces)
+            self._report(session, found)
 
-    def _report(self, session: _Session, found: InputWindow | None) -> None:
+    def _report(self, session: ProfilerSession, found: InputWindow | None) -> None:
         if found is None:
             logger.warning("FeedMonitor: the profiler recorded no training step in this window")
             return
@@ -176,7 +175,7 @@ class FeedMonitor(keras.callbacks.Callback):
             found,
             examples_per_step=self.batch_size,
             first_step=session.first_step,
-            epoch=self._epochs.get(session.first_step),
+            epoch=session.epoch,
         )
         self.windows.append(window)
         if self.verbose:
@@ -207,52 +206,6 @@ def _write_scalars(writer: Any, step: int, scalars: dict[str, float]) -> None:
 
 
 @dataclass
-class _Session:
-    """One profiler session: its folder, its first step, or why it was skipped."""
-
-    folder: str
-    first_step: int
-    skipped: bool = False
-
-    @classmethod
-    def begin(cls, trace_dir: str | None, first_step: int) -> _Session:
-        import tensorflow as tf
-
-        # A folder a window: the profiler names its runs by the second, and windows a second
-        # apart would overwrite each other.
-        if trace_dir:
-            os.makedirs(trace_dir, exist_ok=True)
-        folder = tempfile.mkdtemp(prefix=f"step-{first_step}-", dir=trace_dir)
-        try:
-            tf.profiler.experimental.start(folder)
-        except tf.errors.AlreadyExistsError:
-            logger.warning(
-                "FeedMonitor: another profiler is running (TensorBoard's profile_batch or "
-                "bench-input --profile?): window at step %d skipped",
-                first_step,
-            )
-            shutil.rmtree(folder, ignore_errors=True)
-            return cls(folder, first_step, skipped=True)
-        return cls(folder, first_step)
-
-    def stop(self) -> None:
-        import tensorflow as tf
-
-        tf.profiler.experimental.stop()
-
-    def read(
-        self, step_names: tuple[str, ...], keep: bool, wall_s: float | None = None
-    ) -> InputWindow | None:
-        try:
-            return read_window(self.folder, step_names, wall_s)
-        finally:
-            if keep:
-                logger.info("FeedMonitor: trace kept in %s", self.folder)
-            else:
-                shutil.rmtree(self.folder, ignore_errors=True)
-
-
-@dataclass
 class InputWatch:
     """What `watch_input` measured, once its block has ended (`window`, or None)."""
 
@@ -278,7 +231,7 @@ def watch_input(
         print(watch.window.input_share)
     """
     watch = InputWatch()
-    session = _Session.begin(trace_dir if keep_trace else None, 0)
+    session = ProfilerSession.begin(trace_dir if keep_trace else None, "watch_input")
     start = time.perf_counter()
     try:
         yield watch
@@ -286,7 +239,7 @@ def watch_input(
         if not session.skipped:
             wall = time.perf_counter() - start
             session.stop()
-            found = session.read((), keep_trace, wall_s=wall)
+            found = session.read(lambda folder: read_window(folder, (), wall), keep_trace)
             if found is not None:
                 counted = steps if steps is not None else found.steps
                 watch.window = replace(found, steps=counted, examples_per_step=batch_size)

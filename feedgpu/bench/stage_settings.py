@@ -7,13 +7,11 @@ measured; a stage that did not run while traced (upstream of a filled cache) is 
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from feedgpu.bench.xplane import newest_planes
+from feedgpu.bench.xplane import ProfilerSession, newest_planes
 
 # The settings a stage's trace events carry (TF 2.21), in the order a table shows them.
 SETTINGS = (
@@ -69,24 +67,18 @@ class StageSettings:
 
 def trace_stage_settings(
     dataset: Any, seconds: float = 0.5, min_batches: int = 8, logdir: str | None = None
-) -> StageSettings:
+) -> StageSettings | None:
     """Trace a fresh iterator of `dataset` from its start, for `seconds` and at least
-    `min_batches` batches, and read each stage's settings from the trace (kept in `logdir`
-    when given, for a second look in TensorBoard; else removed once read)."""
-    folder = logdir or tempfile.mkdtemp(prefix="feedgpu-stages-")
-    try:
-        return _trace(dataset, seconds, min_batches, folder)
-    finally:
-        if logdir is None:  # a folder of our own: the trace is read, nothing else wants it
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def _trace(dataset: Any, seconds: float, min_batches: int, folder: str) -> StageSettings:
+    `min_batches` batches, and read each stage's settings from the trace (kept under `logdir`
+    when given, for a second look in TensorBoard; else removed once read). None when another
+    profiler is running."""
     import tensorflow as tf
 
+    session = ProfilerSession.begin(logdir, "the pipeline's stage trace")
+    if session.skipped:
+        return None
     iterator = iter(dataset)
     count = 0
-    tf.profiler.experimental.start(folder)
     try:
         end = time.perf_counter() + seconds
         while count < min_batches or time.perf_counter() < end:
@@ -96,8 +88,8 @@ def _trace(dataset: Any, seconds: float, min_batches: int, folder: str) -> Stage
                 break
             count += 1
     finally:
-        tf.profiler.experimental.stop()
-    stages = read_stage_settings(folder)
+        session.stop()
+    stages = session.read(read_stage_settings, keep=logdir is not None)
     source = (
         f"TensorFlow {tf.__version__}'s profiler trace of a fresh iterator's first {count} "
         "batches (tf.data Iterator:: events)"
