@@ -21,7 +21,8 @@ def _generate(args: tuple[str, int, int, int]) -> int:
 
 
 def make_folder(folder: str, images: int, workers: int, seed: int = 0) -> None:
-    """N 500x375 JPEGs in 8 class folders, generated on all cores (skipped if already there)."""
+    """N 500x375 JPEGs in 8 class folders, generated on all cores (`converted_images` skips
+    it when they are already there)."""
     classes = 8
     per_class = max(1, images // classes)
     jobs = [
@@ -31,10 +32,7 @@ def make_folder(folder: str, images: int, workers: int, seed: int = 0) -> None:
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         pool.map(_generate, jobs)
     # Flatten part*/CLASS/x.jpg into CLASS/pN_x.jpg and trim to exactly `images` files.
-    files = sorted(
-        os.path.join(root, f) for root, _, fs in os.walk(folder) for f in fs if f.endswith(".jpg")
-    )
-    for i, path in enumerate(files):
+    for i, path in enumerate(list_images(folder)):
         part, cls, name = path.split(os.sep)[-3:]
         if i >= images:
             os.remove(path)

@@ -81,7 +81,7 @@ class BenchOptions:
                 raise UsageError(f"{name} {getattr(self, name)}: must be at least 1")
 
     @property
-    def traces_stages(self) -> bool:
+    def records_stages(self) -> bool:
         """Whether the run records each stage's settings (asked for, or a report's)."""
         return self.trace_stages or self.report is not None
 

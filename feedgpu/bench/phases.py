@@ -76,7 +76,7 @@ def traced_stages(
 ) -> StageSettings | None:
     """The pipeline's stages as TensorFlow ran them, when the run records them (after every
     timed phase: tracing never changes what is measured)."""
-    if not options.traces_stages:
+    if not options.records_stages:
         return None
     with progress.phase("pipeline stages", "trace") as tick:
         stages = trace_stage_settings(dataset())

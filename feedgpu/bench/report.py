@@ -14,14 +14,12 @@ from typing import Any
 
 from feedgpu.bench.device import DeviceSetup
 from feedgpu.bench.records import MIN_STEPS, AblationResult, PipelineRate, StepRate
-from feedgpu.bench.schema import SCHEMA_ID
+from feedgpu.bench.schema import HIGHLY_SHARE, SATURATED_SHARE, SCHEMA_ID
 from feedgpu.bench.spread import Spread
 from feedgpu.bench.stage_settings import StageSettings
 from feedgpu.bench.train_step import StepSettings
 from feedgpu.pipeline.spec import PipelineSpec
 
-SATURATED_SHARE = 0.05  # the TF Profiler's input-bound thresholds
-HIGHLY_SHARE = 0.20
 # End to end this far above the ceiling means the phases met different conditions.
 BEYOND_CEILING = 1.10
 

@@ -10,6 +10,10 @@ from typing import Any
 # 4: what a report draws: each round step by step ("rounds"), the spec's reasons, each stage's
 # settings as TensorFlow ran them ("stages"), the run's environment.
 SCHEMA_ID = "feedgpu.bench-input/4"
+# The verdicts' lines on input wait's share of step time (the TF Profiler's input-bound
+# thresholds): here, so the report's pictures draw them without the measuring modules.
+SATURATED_SHARE = 0.05
+HIGHLY_SHARE = 0.20
 _RATE = {"type": "number", "minimum": 0}
 _SPREAD = {
     "oneOf": [

@@ -10,10 +10,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from feedgpu import storage
+from feedgpu.bench.schema import SCHEMA_ID
 from feedgpu.errors import UsageError
 
 SUFFIXES = (".html", ".htm", ".png")
-SCHEMA_PREFIX = "feedgpu.bench-input/"
+SCHEMA_PREFIX = SCHEMA_ID.rsplit("/", 1)[0] + "/"  # any version of the report's schema
 
 
 def check_report_path(path: str) -> None:
@@ -72,10 +73,9 @@ def load_report(path: str) -> dict[str, Any]:
         UsageError: not readable, not JSON, or not a bench-input report.
     """
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(storage.read_bytes(path))  # local or gs://, as reports are written
     except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
     except ValueError as e:
         raise UsageError(
             f"{path} is not JSON ({e}); give a file written by bench-input --json"

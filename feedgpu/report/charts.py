@@ -13,10 +13,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from feedgpu.bench.schema import HIGHLY_SHARE, SATURATED_SHARE
 from feedgpu.errors import UsageError
 
 INSTALL = "pip install 'feedgpu[report]' (or pip install matplotlib)"
 WAIT, COMPUTE, UNTIMED, CEILING = "#e8743b", "#3b75af", "#c8c8c8", "#6aa84f"
+LINES = (100 * SATURATED_SHARE, 100 * HIGHLY_SHARE)  # the verdicts' lines, in % of step time
+LINES_SAID = " and ".join(f"{line:g}%" for line in LINES)
 VERDICT_COLOURS = {
     "saturated": "#2e7d32",
     "moderately input-bound": "#ef8f00",
@@ -234,9 +237,9 @@ def compared(runs: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> Any:
         right.text(share, i, f"  {share:.1f}%", va="center")
     right.set_yticks(range(len(runs)), labels)
     right.invert_yaxis()
-    right.axvline(5, color="#888888", linestyle=":")
-    right.axvline(20, color="#888888", linestyle=":")
-    right.set_xlabel("input wait, % of step time (5% and 20% lines)")
+    for line in LINES:
+        right.axvline(line, color="#888888", linestyle=":")
+    right.set_xlabel(f"input wait, % of step time ({LINES_SAID} lines)")
     fig.suptitle("Runs side by side", x=0.02, ha="left")
     return fig
 
@@ -247,10 +250,10 @@ def windows(rows: Sequence[Mapping[str, Any]]) -> Any:
     xs = [f"{r['epoch']}:{r['first_step']}" for r in rows]
     shares = [100 * r["input_share"] for r in rows]
     top.plot(xs, shares, marker="o", color=WAIT)
-    top.axhline(5, color="#888888", linestyle=":")
-    top.axhline(20, color="#888888", linestyle=":")
+    for line in LINES:
+        top.axhline(line, color="#888888", linestyle=":")
     top.set_ylabel("input wait, %")
-    top.set_title("Input wait per monitored window (5% and 20% lines)", loc="left")
+    top.set_title(f"Input wait per monitored window ({LINES_SAID} lines)", loc="left")
     bottom.bar(xs, [r.get("examples_per_s") or 0 for r in rows], color=COMPUTE)
     bottom.set_ylabel("examples/s")
     bottom.set_xlabel("window (epoch:first step)")
