@@ -86,3 +86,25 @@ def test_verify_decode_counts_each_blocks_documents(tmp_path, text_folder) -> No
         f.write(frame_records([encode_example(bad)]))
     problems = feedgpu.verify_dataset(str(out), decode=True).problems
     assert any("a block's lengths add up to 2, its ids are 3" in p for p in problems)
+
+
+def test_ignore_errors_readers_skip_a_block_whose_lengths_do_not_add_up(
+    tmp_path, text_folder
+) -> None:
+    import feedgpu
+    from feedgpu.format.records import encode_example, frame_records
+
+    out = tmp_path / "text"
+    options = feedgpu.TextOptions(tokenizer="train:wordpiece:300", docs_per_record=3)
+    feedgpu.convert_text(str(text_folder), str(out), options, quiet=True)
+    spec = feedgpu.PipelineSpec.for_dataset(str(out), batch_size=4, ignore_errors=True)
+    good = sorted(ex["doc_id"].numpy() for ex in feedgpu.read_dataset(spec))
+    assert len(good) == 60
+    bad = {"doc_id": [b"x", b"y"], "input_ids": [1, 2, 3], "length": [1, 1]}
+    shard = next(out.glob("*-train.tfrecord-*"))
+    with open(shard, "ab") as f:
+        f.write(frame_records([encode_example(bad)]))
+    assert sorted(ex["doc_id"].numpy() for ex in feedgpu.read_dataset(spec)) == good
+    strict = spec.with_changes(ignore_errors=False)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="do not add up to its ids"):
+        list(feedgpu.read_dataset(strict))

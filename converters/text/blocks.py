@@ -14,8 +14,9 @@ from typing import Any
 # --docs-per-record auto: a corpus whose first documents average at most SHORT_IDS ids (special
 # tokens included) is stored in blocks, a record holding the documents that start within one
 # window of RECORD_IDS ids, at most RECORD_DOCS of them; longer documents one a record, as
-# format 2 stores them. Measured: blocks read short documents faster from disk, and medium and
-# long ones slower (benchmarks/RESULTS.md, "Issue 28").
+# format 2 stores them. Measured: blocks read short documents (~44 ids) faster from disk, and
+# medium (~312) and long ones slower (benchmarks/RESULTS.md, "Issue 28"); the line between
+# them was chosen, not measured.
 SHORT_IDS = 128
 SAMPLE_DOCUMENTS = 256
 RECORD_IDS = 4096
@@ -63,8 +64,8 @@ def cut_blocks(lengths: Any, splits: list[str], per_record: int | None) -> Block
     order = None
     group = np.zeros(n, np.int64)  # the split each document is in, as a number
     if n and len(set(splits)) > 1:
-        names = sorted(set(splits))
-        group = np.array([names.index(s) for s in splits], np.int64)
+        number = {name: i for i, name in enumerate(sorted(set(splits)))}
+        group = np.fromiter(map(number.__getitem__, splits), np.int64, n)
         order = np.argsort(group, kind="stable")
         group, lengths = group[order], lengths[order]
     index = np.arange(n, dtype=np.int64)

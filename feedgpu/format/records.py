@@ -240,11 +240,11 @@ def block_documents(example: ParsedExample) -> list[ParsedExample]:
         ValueError: the lengths do not add up to the ids (a damaged or foreign record).
     """
     lengths = [int(n) for n in example.get("length", ())]  # ints: an Int64List
+    ids = example.get("input_ids", [])
+    if lengths and sum(lengths) != len(ids):  # one document's length is its ids' count too
+        raise ValueError(f"a block's lengths add up to {sum(lengths)}, its ids are {len(ids)}")
     if len(lengths) <= 1:
         return [example]
-    ids = example["input_ids"]
-    if sum(lengths) != len(ids):
-        raise ValueError(f"a block's lengths add up to {sum(lengths)}, its ids are {len(ids)}")
     each = [k for k in ("length", "doc_id", "label") if k in example]
     documents, start = [], 0
     for i, n in enumerate(lengths):

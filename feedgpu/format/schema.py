@@ -5,6 +5,7 @@ disagree. No TensorFlow but in `parse_spec`."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -73,6 +74,11 @@ class Schema:
     def of(cls, features: Sequence[Feature]) -> Schema:
         return cls(tuple(features))
 
+    @functools.cached_property
+    def names(self) -> frozenset[str]:
+        """The features' names (checked per example: built once)."""
+        return frozenset(f.name for f in self.features)
+
     @property
     def blocks(self) -> bool:
         """Whether a record holds a block of documents: text whose `length` is a list (one
@@ -92,8 +98,8 @@ class Schema:
     def check(self, example: Mapping[str, Any]) -> None:
         """Raise ValueError unless `example` holds exactly these features, each of its type
         and shape (decoded records hold lists for every feature: `listed`)."""
-        declared = {f.name for f in self.features}
-        if set(example) != declared:
+        declared = self.names
+        if example.keys() != declared:
             missing, extra = sorted(declared - set(example)), sorted(set(example) - declared)
             raise ValueError(f"example does not fit its schema: missing {missing}, extra {extra}")
         for f in self.features:
@@ -102,8 +108,8 @@ class Schema:
     def check_record(self, record: bytes) -> None:
         """Raise ValueError unless a serialised example (made without `encode`) fits."""
         decoded = decode_example(record)
-        declared = {f.name for f in self.features}
-        if set(decoded) != declared:
+        declared = self.names
+        if decoded.keys() != declared:
             raise ValueError(
                 f"record does not fit its schema: features {sorted(decoded)}, "
                 f"declared {sorted(declared)}"

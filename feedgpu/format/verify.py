@@ -53,6 +53,7 @@ def verify_dataset(out_dir: str, *, decode: bool = False, quiet: bool = True) ->
     manifest = read_manifest(out_dir)
     report = VerifyReport(out_dir)
     images = [f.name for f in manifest.features if f.kind == "image"]
+    blocks = manifest.schema.blocks
     shards = [s for split in manifest.splits.values() for s in split.shards]
     listed = {s.file for s in shards}
     for name in storage.listdir(out_dir):
@@ -74,7 +75,7 @@ def verify_dataset(out_dir: str, *, decode: bool = False, quiet: bool = True) ->
                     entries.append((start, len(record) + 16))
                     bar.update(len(record) + 16)
                     if decode:
-                        problem, held = _check_record(record, images, manifest.schema.blocks)
+                        problem, held = _check_record(record, images, blocks)
                         documents += held
                         if problem:
                             report.problems.append(f"{shard.file}: record {count - 1}: {problem}")
@@ -86,7 +87,7 @@ def verify_dataset(out_dir: str, *, decode: bool = False, quiet: bool = True) ->
             report.problems.append(
                 f"{shard.file}: {count} records readable, manifest says {shard.num_records}"
             )
-        elif decode and manifest.schema.blocks and documents != shard.num_examples:
+        elif decode and blocks and documents != shard.num_examples:
             report.problems.append(
                 f"{shard.file}: {documents} documents in its blocks, manifest says "
                 f"{shard.num_examples}"

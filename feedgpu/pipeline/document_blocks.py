@@ -2,8 +2,8 @@
 format 2 stores: elements of exactly BLOCK documents, the last of an epoch fewer, so everything
 after the reader (caches, groups, exact epoch counts, resume) is the same for both formats.
 
-tf.data's own `rebatch` would do this, but it keeps a ragged tensor's rows as one variant each
-and reads several times slower than records of one document (benchmarks/RESULTS.md, "Issue
+tf.data's own `rebatch` would do this, but it keeps a ragged tensor's rows as one variant each:
+blocks then read 1.2-1.6x slower than records of one document (benchmarks/RESULTS.md, "Issue
 28"); here documents stay flat (ids, lengths, one value a document) until each element is cut.
 """
 
@@ -51,11 +51,7 @@ def checked_block(record: Any) -> Any:
     readers then skip it as damaged)."""
     import tensorflow as tf
 
-    tf.debugging.assert_equal(
-        tf.reduce_sum(record["length"]),
-        tf.size(record["input_ids"], tf.int64),
-        message="a record's document lengths do not add up to its ids",
-    )
+    _adds_up(tf.reduce_sum(record["length"]), tf.size(record["input_ids"], tf.int64))
     return record
 
 
@@ -64,14 +60,16 @@ def _flat(records: Any) -> dict[str, Any]:
     rest; checked that each record's lengths add up to its ids."""
     import tensorflow as tf
 
-    lengths = records["length"]
-    ids = records["input_ids"]
-    tf.debugging.assert_equal(
-        tf.reduce_sum(lengths, axis=1),
-        ids.row_lengths(),
-        message="a record's document lengths do not add up to its ids",
-    )
+    _adds_up(tf.reduce_sum(records["length"], axis=1), records["input_ids"].row_lengths())
     return {k: v.flat_values for k, v in records.items()}
+
+
+def _adds_up(lengths: Any, ids: Any) -> None:
+    import tensorflow as tf
+
+    tf.debugging.assert_equal(
+        lengths, ids, message="a record's document lengths do not add up to its ids"
+    )
 
 
 def _cut(out: Any, block: int) -> Any:

@@ -113,13 +113,13 @@ def read_blocks(
         ds = ds.interleave(_resilient_reader, **interleave)
         if "read" in stages.skip:
             ds = ds.take(HELD_RECORDS).cache().repeat()
+        # A block whose lengths do not add up is skipped too.
+        checked = checked_block if view.schema.blocks else (lambda record: record)
         ds = ds.map(
-            lambda record: tf.io.parse_single_example(record, parse_spec),
+            lambda record: checked(tf.io.parse_single_example(record, parse_spec)),
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=spec.deterministic,
         )
-        if view.schema.blocks:  # a block whose lengths do not add up is skipped too
-            ds = ds.map(checked_block)
         ds = ds.ignore_errors().ragged_batch(BLOCK)
     else:
         # Blocks are formed inside each file's reader: a parallel interleave costs more per
