@@ -7,6 +7,7 @@ a PNG, and one line when matplotlib is missing.
 from __future__ import annotations
 
 import glob
+import html
 import json
 import re
 import sys
@@ -19,6 +20,7 @@ from PIL import Image
 
 import feedgpu
 from feedgpu.bench.device import DeviceConfig, resolve_devices
+from feedgpu.bench.spread import ROUNDS
 from feedgpu.bench.stage_settings import trace_stage_settings
 from feedgpu.cli import main
 from feedgpu.report import charts, load_report, write_report
@@ -66,13 +68,15 @@ def test_the_page_s_numbers_are_the_json_s(run: dict[str, Any]) -> None:
         assert f"<td class='num'>{data[part]['examples_per_s']:,.1f}</td>" in page
     rounds = data["end_to_end"]["rounds"]
     assert (
-        len(rounds) == 5 and sum(len(r["steps"]) for r in rounds) == data["end_to_end"]["num_steps"]
+        len(rounds) == ROUNDS
+        and sum(len(r["steps"]) for r in rounds) == data["end_to_end"]["num_steps"]
     )
     for row in data["ablation"]["rows"]:
         assert f"<td>{row['variant']}</td>" in page
     for field, reason in data["spec_reasons"]:
         assert f"<td>{field}</td>" in page and reason.replace("'", "&#x27;") in page
-    assert data["environment"]["tensorflow"] in page
+    for name, value in data["environment"].items():  # the environment table's rows
+        assert f"<tr><td>{name}</td><td>{html.escape(str(value))}</td></tr>" in page, name
 
 
 def test_the_page_fetches_nothing(run: dict[str, Any]) -> None:
@@ -104,10 +108,10 @@ def test_stage_settings_are_what_tensorflow_traced(image_data: Path, tmp_path: P
     assert last["Prefetch"].settings["buffer_limit"] >= 1
     assert glob.glob(str(tmp_path / "*" / "plugins" / "profile" / "*" / "*.xplane.pb"))
     # Without a folder of the caller's, the trace goes once read.
-    before = set(glob.glob(f"{tempfile.gettempdir()}/feedgpu-trace-*"))
+    before = set(glob.glob(f"{tempfile.gettempdir()}/feedgpu-stages-*"))
     again = trace_stage_settings(feedgpu.build_pipeline(spec))
     assert again is not None and again.stages
-    assert set(glob.glob(f"{tempfile.gettempdir()}/feedgpu-trace-*")) == before
+    assert set(glob.glob(f"{tempfile.gettempdir()}/feedgpu-stages-*")) == before
     # Inside someone else's profiler session: no stages, and the run goes on.
     import tensorflow as tf
 
@@ -182,9 +186,10 @@ def test_feedmonitor_writes_its_page_after_a_real_fit(image_data: Path, tmp_path
     text = page.read_text()
     assert text.count("<tr><td>") == len(monitor.windows)
     assert "data-chart='windows'" in text
-    for window in monitor.windows:
-        assert f"<td>{window.epoch}:{window.first_step}</td>" in text
-        assert f"<td class='num'>{window.input_share:.1%}</td>" in text
+    for window in monitor.windows:  # as the page has them: each window's JSON (rounded)
+        shown = window.to_json()
+        assert f"<td>{shown['epoch']}:{shown['first_step']}</td>" in text
+        assert f"<td class='num'>{shown['input_share']:.1%}</td>" in text
 
 
 def test_without_matplotlib_a_report_is_one_line_before_measuring(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from feedgpu.report.charts import VERDICT_COLOURS
+from feedgpu.report.charts import CEILING, COMPUTE, VERDICT_COLOURS, WAIT
 
 WIDTH, HEIGHT = 1366, 4000  # a laptop's width; tall enough for the whole page
 
@@ -135,8 +135,15 @@ def test_the_default_run_s_report_renders_offline_in_a_real_browser(tmp_path: Pa
         assert f'id="{section}"' in dom, section
     charts = dom.split('data-chart="')[1:]
     assert [c.split('"')[0] for c in charts] == ["rates", "timeline", "distribution", "ablation"]
-    for chart in charts:
-        assert chart.count("<path") + chart.count("<rect") > 5  # bars, axes: not empty
+    for chart in charts:  # drawn, not empty axes: each in the colours of what it shows
+        name = chart.split('"')[0]
+        wanted = {
+            "rates": [WAIT, CEILING, COMPUTE],  # pipeline, ceiling, end to end
+            "timeline": [WAIT, COMPUTE],
+            "distribution": [CEILING, COMPUTE],
+            "ablation": [],  # a bar only for a measurable effect (its words are glyph paths)
+        }[name]
+        assert all(colour in chart for colour in wanted), name
     assert "<td>image_size</td>" in dom and "<td>shuffle_buffer</td>" in dom  # the spec table
 
     # What it showed: the banner in its verdict's colour at the top, and the page not blank.

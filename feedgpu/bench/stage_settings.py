@@ -74,7 +74,7 @@ def trace_stage_settings(
     profiler is running."""
     import tensorflow as tf
 
-    session = ProfilerSession.begin(logdir, "the pipeline's stage trace")
+    session = ProfilerSession.begin(logdir, "the pipeline's stage trace", tag="stages")
     if session.skipped:
         return None
     iterator = iter(dataset)

@@ -31,17 +31,22 @@ class ProfilerSession:
 
     @classmethod
     def begin(
-        cls, trace_dir: str | None, what: str, first_step: int = 0, epoch: int | None = None
+        cls,
+        trace_dir: str | None,
+        what: str,
+        first_step: int = 0,
+        epoch: int | None = None,
+        tag: str = "trace",
     ) -> ProfilerSession:
-        """Start profiling into a new folder (under trace_dir, else a temporary one); what:
-        who asks, for the warning when it must be skipped."""
+        """Start profiling into a new folder (under trace_dir, else a temporary one named
+        feedgpu-TAG-*); what: who asks, for the warning when it must be skipped."""
         import tensorflow as tf
 
         # A folder a session: the profiler names its runs by the second, and sessions a
         # second apart would overwrite each other.
         if trace_dir:
             os.makedirs(trace_dir, exist_ok=True)
-        prefix = f"step-{first_step}-" if trace_dir else "feedgpu-trace-"
+        prefix = f"step-{first_step}-" if trace_dir else f"feedgpu-{tag}-"
         folder = tempfile.mkdtemp(prefix=prefix, dir=trace_dir)
         try:
             tf.profiler.experimental.start(folder)
