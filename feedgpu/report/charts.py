@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from feedgpu.bench.schema import HIGHLY_SHARE, SATURATED_SHARE
 from feedgpu.errors import UsageError
@@ -163,6 +163,12 @@ def rates(report: Mapping[str, Any]) -> Any:
     return fig
 
 
+def has_spread(spread: Mapping[str, Any] | None) -> TypeGuard[Mapping[str, Any]]:
+    """Whether a measurement has a spread to show: one round has none (the text report says
+    so too)."""
+    return spread is not None and bool(spread) and spread["rounds"] >= 2
+
+
 def draw_rates(ax: Any, report: Mapping[str, Any]) -> None:
     names = ["pipeline alone", "compute ceiling", "end to end"]
     parts = [report["pipeline"], report["ceiling"], report["end_to_end"]]
@@ -170,7 +176,7 @@ def draw_rates(ax: Any, report: Mapping[str, Any]) -> None:
         value = part["examples_per_s"]
         spread = part.get("spread")
         err = None
-        if spread and spread["rounds"] >= 2:
+        if has_spread(spread):
             err = [[max(0.0, value - spread["p10"])], [max(0.0, spread["p90"] - value)]]
         colour = [WAIT, CEILING, COMPUTE][i]
         ax.barh(i, value, xerr=err, color=colour, capsize=4, height=0.6)
@@ -198,7 +204,7 @@ def draw_ablation(ax: Any, rows: Sequence[Mapping[str, Any]], baseline: float) -
         measurable = bool(row.get("measurable")) and saved > 0
         err = None
         spread = row.get("spread")
-        if spread and spread["rounds"] >= 2 and baseline > 0:
+        if has_spread(spread) and baseline > 0:
             per = [1000 / baseline - 1000 / rate for rate in (spread["p10"], spread["p90"])]
             low, high = min(per), max(per)
             err = [[max(0.0, saved - low)], [max(0.0, high - saved)]]

@@ -55,7 +55,7 @@ def _figure(name: str, fig: Any) -> str:
 
 
 def _section(anchor: str, title: str, body: str) -> str:
-    return f"<section id='{anchor}'><h2>{_e(title)}</h2>{body}</section>"
+    return f"<section id='{_e(anchor)}'><h2>{_e(title)}</h2>{body}</section>"
 
 
 def _page(title: str, sections: Sequence[str]) -> str:
@@ -71,28 +71,33 @@ def _page(title: str, sections: Sequence[str]) -> str:
 
 def _spread(part: Mapping[str, Any], form: str = ",.0f") -> str:
     spread = part.get("spread")
-    if not spread or spread["rounds"] < 2:
+    if not charts.has_spread(spread):
         return "-"
     return f"{format(spread['p10'], form)}-{format(spread['p90'], form)}"
 
 
-def banner(report: Mapping[str, Any]) -> str:
+def banner(report: Mapping[str, Any], anchor: str = "verdict") -> str:
     """The verdict in colour, with the share, its spread and what to change."""
-    colour = charts.VERDICT_COLOURS.get(report["verdict"], charts.UNKNOWN)
     share = report["end_to_end"].get("share_spread")
-    spread = ""
-    if share and share["rounds"] >= 2:  # one round has no spread (as the text report says)
-        spread = f" (rounds: {share['p10']:.1%}-{share['p90']:.1%})"
+    spread = f" (rounds: {share['p10']:.1%}-{share['p90']:.1%})" if charts.has_spread(share) else ""
     why = report.get("uncertain_reason")
-    detail = f"<div>{_e(why)}</div>" if why else ""
     advice = "".join(f"<li>{_e(a)}</li>" for a in report.get("advice") or [])
-    todo = f"<div>What to change:</div><ul>{advice}</ul>" if advice else ""
+    return _banner(
+        report["verdict"],
+        f"input wait is {report['input_share']:.1%} of step time{spread}; end to end runs at "
+        f"{report['fraction_of_ceiling']:.0%} of the compute ceiling",
+        (f"<div>{_e(why)}</div>" if why else "")
+        + (f"<div>What to change:</div><ul>{advice}</ul>" if advice else ""),
+        anchor,
+    )
+
+
+def _banner(verdict: str, line: str, extra: str = "", anchor: str = "verdict") -> str:
+    """A verdict in its colour, with one line under it (and any markup after)."""
+    colour = charts.VERDICT_COLOURS.get(verdict, charts.UNKNOWN)
     return (
-        f"<div class='banner' id='verdict' style='background:{colour}'>"
-        f"<div class='verdict'>{_e(report['verdict'])}</div>"
-        f"<div>input wait is {report['input_share']:.1%} of step time{spread}; end to end "
-        f"runs at {report['fraction_of_ceiling']:.0%} of the compute ceiling</div>"
-        f"{detail}{todo}</div>"
+        f"<div class='banner' id='{_e(anchor)}' style='background:{colour}'>"
+        f"<div class='verdict'>{_e(verdict)}</div><div>{_e(line)}</div>{extra}</div>"
     )
 
 
@@ -254,19 +259,20 @@ def render_html(report: Mapping[str, Any]) -> str:
     """One run's page: the verdict, rates, step timeline and distribution, the ablation, the
     capacity plan, the pipeline as built, the environment."""
     title = f"feedgpu bench-input: {report['model']} on {report['data_dir']}"
-    return _page(
-        title,
-        [
-            f"<h1>{_e(title)}</h1>",
-            banner(report),
-            _section("rates", "Rates", _rates(report)),
-            _section("steps", "Steps", _steps(report)),
-            _section("ablation", "What each input stage costs", _ablation(report)),
-            _section("capacity", "Capacity plan", _capacity(report)),
-            _section("pipeline", "The pipeline as built", _pipeline(report)),
-            _section("environment", "Environment", _environment(report)),
-        ],
-    )
+    return _page(title, [f"<h1>{_e(title)}</h1>", *_run_sections(report)])
+
+
+def _run_sections(report: Mapping[str, Any], suffix: str = "") -> list[str]:
+    """One run's banner and sections, their anchors ending in suffix (several runs a page)."""
+    return [
+        banner(report, f"verdict{suffix}"),
+        _section(f"rates{suffix}", "Rates", _rates(report)),
+        _section(f"steps{suffix}", "Steps", _steps(report)),
+        _section(f"ablation{suffix}", "What each input stage costs", _ablation(report)),
+        _section(f"capacity{suffix}", "Capacity plan", _capacity(report)),
+        _section(f"pipeline{suffix}", "The pipeline as built", _pipeline(report)),
+        _section(f"environment{suffix}", "Environment", _environment(report)),
+    ]
 
 
 def render_comparison(reports: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> str:
@@ -293,14 +299,7 @@ def render_comparison(reports: Sequence[Mapping[str, Any]], labels: Sequence[str
         _section("compared", "Side by side", side),
     ]
     for label, r in zip(labels, reports, strict=True):
-        parts += [
-            f"<h1 id='run-{_e(label)}'>{_e(label)}</h1>",
-            banner(r),
-            _section(f"rates-{label}", "Rates", _rates(r)),
-            _section(f"steps-{label}", "Steps", _steps(r)),
-            _section(f"ablation-{label}", "What each input stage costs", _ablation(r)),
-            _section(f"pipeline-{label}", "The pipeline as built", _pipeline(r)),
-        ]
+        parts += [f"<h1 id='run-{_e(label)}'>{_e(label)}</h1>", *_run_sections(r, f"-{label}")]
     return _page("feedgpu: runs side by side", parts)
 
 
@@ -324,11 +323,8 @@ def render_monitor(windows: Sequence[Mapping[str, Any]], title: str) -> str:
         else "<p class='muted'>No window was traced (the run was shorter than the first).</p>"
     )
     last = windows[-1] if windows else None
-    colour = charts.VERDICT_COLOURS.get(last["verdict"] if last else "", charts.UNKNOWN)
     verdict = (
-        f"<div class='banner' id='verdict' style='background:{colour}'><div class='verdict'>"
-        f"{_e(last['verdict'])}</div><div>last window: input wait {last['input_share']:.1%} "
-        f"of step time</div></div>"
+        _banner(last["verdict"], f"last window: input wait {last['input_share']:.1%} of step time")
         if last
         else ""
     )
