@@ -225,11 +225,12 @@ def _bench_feedgpu(
     ):
         split_bytes = manifest.split(spec.split).num_bytes
         ablation = run_ablation(spec, options.stages, rate, split_bytes)
+    shown = ablation.best_spec if ablation else spec  # the spec the report shows
     # A compared run's report is only a line beside the user's: nothing to trace for it.
     # Built anew, not `data`: a fresh pipeline's memory cache is empty, so the stages under it
-    # run (and are traced) too.
+    # run (and are traced) too. The spec shown, so its stages go with its decisions.
     stages = (
-        None if shared else traced_stages(options, progress, lambda: dataset(spec, options.stages))
+        None if shared else traced_stages(options, progress, lambda: dataset(shown, options.stages))
     )
     return make_report(
         options,
@@ -245,7 +246,7 @@ def _bench_feedgpu(
         capacity=CapacityPlan.of(
             alone, measured.ceiling, options.service_workers if spec.service else None
         ),
-        spec=(ablation.best_spec if ablation else spec).with_changes(repeat=asked.repeat),
+        spec=shown.with_changes(repeat=asked.repeat),
         profile_dir=options.profile_dir,
         ran_with=_ran_with(spec, manifest.pack_length),
         stages=stages,
