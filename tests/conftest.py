@@ -189,10 +189,20 @@ def text_folder(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def text_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """text_folder converted once for the session: labelled by folder, 4 shards, a WordPiece
-    vocabulary trained on it. Read-only: a test that changes a dataset makes its own."""
+    vocabulary trained on it, records of 4 documents (whatever auto would choose for these
+    lengths). Read-only: a test that changes a dataset makes its own."""
+    return convert_text_data(tmp_path_factory, docs_per_record=4)
+
+
+def convert_text_data(tmp_path_factory: pytest.TempPathFactory, docs_per_record: int) -> Path:
     root = tmp_path_factory.mktemp("text_data")
     out = root / "text"
-    options = feedgpu.TextOptions(tokenizer="train:wordpiece:300", folder_labels=True, num_shards=4)
+    options = feedgpu.TextOptions(
+        tokenizer="train:wordpiece:300",
+        folder_labels=True,
+        num_shards=4,
+        docs_per_record=docs_per_record,
+    )
     feedgpu.convert_text(str(write_text_folder(root)), str(out), options, quiet=True)
     return out
 

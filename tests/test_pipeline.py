@@ -14,6 +14,14 @@ from feedgpu.pipeline.buckets import choose_boundaries, padding_waste
 from feedgpu.pipeline.images import decode_crop_resize
 
 
+@pytest.fixture(scope="module", params=[4, 1], ids=["blocks", "one-a-record"])
+def text_data(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """conftest's text_data in both layouts: every text pipeline test reads both."""
+    from conftest import convert_text_data
+
+    return convert_text_data(tmp_path_factory, docs_per_record=request.param)
+
+
 def test_training_images_static_shapes_and_labels(image_data: Path) -> None:
     spec = PipelineSpec.for_dataset(
         str(image_data), batch_size=8, training=True, image_size=(32, 40), normalize=True

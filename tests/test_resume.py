@@ -37,11 +37,13 @@ def _corpus(folder: Path, docs: int = 700) -> Path:
 
 @pytest.fixture(scope="module")
 def text_sets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The corpus converted once per module, plain and packed into 64 ids (read-only)."""
+    """The corpus converted once per module: a document a record, in blocks of 4, and packed
+    into 64 ids (read-only)."""
     root = tmp_path_factory.mktemp("resume-text")
     src = _corpus(root / "corpus")
     made = {}
-    for name, extra in (("plain", {}), ("packed", {"pack": 64})):
+    layouts = {"one": {"docs_per_record": 1}, "blocks": {"docs_per_record": 4}}
+    for name, extra in (*layouts.items(), ("packed", {"pack": 64})):
         opts = TextOptions(tokenizer="train:wordpiece:300", num_shards=3, **extra)  # type: ignore[arg-type]
         feedgpu.convert_text(str(src), str(root / name), opts, quiet=True)
         made[name] = root / name
@@ -87,11 +89,14 @@ def test_killed_loop_resumes_with_the_uninterrupted_batches(image_data: Path, tm
     np.testing.assert_allclose(np.load(str(log) + ".weights.npy"), weights, rtol=1e-6)
 
 
-@pytest.mark.parametrize("mode", ["pad", "bucket", "packed"])
+@pytest.mark.parametrize(
+    ("mode", "layout"),
+    [("pad", "one"), ("bucket", "one"), ("pad", "blocks"), ("bucket", "blocks"), ("packed", "")],
+)
 def test_every_text_mode_resumes_exactly_across_epochs(
-    tmp_path: Path, mode: str, text_sets: dict[str, Path]
+    tmp_path: Path, mode: str, layout: str, text_sets: dict[str, Path]
 ) -> None:
-    data = text_sets["packed" if mode == "packed" else "plain"]
+    data = text_sets[layout or "packed"]
     # 16 a batch: 700 documents are still three blocks, several groups, ~44 batches an epoch
     spec = PipelineSpec.for_dataset(
         str(data), training=True, batch_size=16, seed=5, shuffle_buffer=256
