@@ -131,6 +131,28 @@ def test_service_with_two_workers_serves_the_local_batches(service_data: str) ->
     dispatcher.stop()
 
 
+def test_distributed_epoch_serves_every_document_of_text_blocks_once(text_data: Path) -> None:
+    """Blocks of documents read back as elements of whole documents on each worker: the
+    reader's end-of-epoch remainder is served by every worker that read a file."""
+    dispatcher = start_dispatcher()
+    workers = [start_worker(dispatcher.address) for _ in range(2)]
+    spec = feedgpu.PipelineSpec.for_dataset(str(text_data), batch_size=4, max_length=64)
+
+    def documents(ds) -> collections.Counter:
+        found: collections.Counter = collections.Counter()
+        for x, _ in ds:
+            for ids, mask in zip(x["input_ids"].numpy(), x["attention_mask"].numpy(), strict=True):
+                found[tuple(ids[mask > 0])] += 1
+        return found
+
+    local = documents(feedgpu.build_pipeline(spec))
+    remote = spec.with_changes(service=dispatcher.address, service_mode="distributed_epoch")
+    assert documents(feedgpu.build_pipeline(remote)) == local and sum(local.values()) == 60
+    for w in workers:
+        w.stop()
+    dispatcher.stop()
+
+
 def test_losing_a_worker_mid_epoch_does_not_lose_the_run(service_data: str) -> None:
     dispatcher = start_dispatcher()
     workers = [start_worker(dispatcher.address) for _ in range(2)]
