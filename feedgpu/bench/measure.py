@@ -226,9 +226,8 @@ def _bench_feedgpu(
         split_bytes = manifest.split(spec.split).num_bytes
         ablation = run_ablation(spec, options.stages, rate, split_bytes)
     shown = ablation.best_spec if ablation else spec  # the spec the report shows
-    # A compared run's report is only a line beside the user's: nothing to trace for it.
-    # Built anew, not `data`: a fresh pipeline's memory cache is empty, so the stages under it
-    # run (and are traced) too. The spec shown, so its stages go with its decisions.
+    # A compared run's report is only a line beside the user's: nothing to trace for it. The
+    # shown spec's pipeline, built anew (an empty cache: the stages under it run and are traced).
     stages = (
         None if shared else traced_stages(options, progress, lambda: dataset(shown, options.stages))
     )
