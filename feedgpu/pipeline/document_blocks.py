@@ -26,9 +26,12 @@ def documents_in_blocks(parsed: Any, flat: bool = False, block: int = BLOCK) -> 
 
     columns = parsed.map(_flat, num_parallel_calls=tf.data.AUTOTUNE)
     empty = {k: tf.zeros([0], s.dtype) for k, s in columns.element_spec.items()}
-    # An end mark after the last batch: what is left over then makes the last element.
-    marked = tf.data.Dataset.zip((columns, tf.data.Dataset.from_tensors(False).repeat()))
-    marked = marked.concatenate(tf.data.Dataset.from_tensors((empty, True)))
+    # An end mark after the last batch: what is left over then makes the last element. One
+    # for each iterator: tf.data service's distributed_epoch splits every source dataset among
+    # its workers, and a plain `from_tensors` has one split, so only one worker flushed what it
+    # held and the others' documents were lost; an endless source gives each worker its own.
+    marked = columns.map(lambda c: (c, False))
+    marked = marked.concatenate(tf.data.Dataset.from_tensors((empty, True)).repeat().take(1))
 
     def carry(held: Any, element: Any) -> tuple[Any, Any]:
         """Whole elements' documents out; fewer than `block` held for the next batch."""
