@@ -90,6 +90,10 @@ def test_docs_per_record_auto_stores_short_documents_in_blocks(tmp_path: Path) -
         assert manifest.options.get("docs_per_record") == ("auto" if name == "short" else None)
     assert found["short"][:2] == (True, 3) and found["short"][2] < 300
     assert found["long"] == (False, 2, 30)
+    # A document a record asked for is what auto chose (and what came before it): the same
+    # bytes, so the same dataset, found complete rather than refused as other options.
+    explicit = TextOptions(tokenizer="train:wordpiece:100", docs_per_record=1)
+    assert convert_text(str(long), str(tmp_path / "out-long"), explicit, quiet=True).already_done
     with pytest.raises(UsageError, match="--docs-per-record: windows"):
         TextOptions(tokenizer="vocab.txt", pack=16, docs_per_record=4)
 

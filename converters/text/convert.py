@@ -143,12 +143,13 @@ def plan_text_dataset(
         for i in range(n)
     ]
     labelled = bool(label_names)
-    # pad_id, index and docs_per_record recorded only when set: datasets converted before
-    # they existed keep their fingerprint, so re-running the same command finds them complete.
+    # pad_id and index recorded only when set, docs_per_record only when records hold blocks:
+    # datasets converted before they existed (or with a document a record, the same bytes)
+    # keep their fingerprint, so re-running the same command finds them complete.
     recorded = {
         k: v
         for k, v in asdict(options).items()
-        if (k not in ("pad_id", "docs_per_record") or v is not None) and (k != "index" or v)
+        if k != "docs_per_record" and (k != "pad_id" or v is not None) and (k != "index" or v)
     }
     if layout.blocks:  # blocks are other bytes: never the resumption of a run without them
         recorded["docs_per_record"] = options.docs_per_record or "auto"
