@@ -54,6 +54,15 @@ def test_bench_convert_text_smoke(capsys, vocab_txt: Path) -> None:
     assert "(a) HF alone" in capsys.readouterr().out
 
 
+def test_profile_convert_text_smoke(capsys, vocab_txt: Path) -> None:
+    bench = load("profile_convert_text")
+    results = bench.main(["--mb", "0.2", "--lengths", "short", "--tokenizer", str(vocab_txt)])
+    (short,) = results.values()
+    assert short["tokenizer graph"] > 0 and short["conversion"] > 0 and short["ours/(a')"] > 0
+    assert short["parse JSON"] > 0 and short["examples"] > 0
+    assert "x the graph" in capsys.readouterr().out
+
+
 def test_bench_pipeline_smoke(tmp_path: Path, capsys) -> None:
     bench = load("bench_pipeline")
     result = bench.main(

@@ -560,12 +560,14 @@ def test_blocks_of_json_lines_are_the_same_documents_as_line_by_line(
     monkeypatch.setattr(text_sources, "BLOCK_LINES", 16)  # many blocks, some unusual
     expected = list(text_sources.iter_documents(source, options))
     found, blocks = [], 0
-    for item in text_sources.iter_blocks(source, options):
-        if isinstance(item, text_sources.DocumentBlock):
-            blocks += 1
-            found += map(text_sources.Document, item.doc_ids, item.texts, [None] * 16, item.plain)
-        else:
-            found.append(item)
+    for raw in text_sources.iter_blocks(source, options):
+        assert isinstance(raw, text_sources.RawLines)
+        for item in text_sources.parse_lines(raw, options):
+            if isinstance(item, text_sources.DocumentBlock):
+                blocks += 1
+                found += item.documents()
+            else:
+                found.append(item)
     assert found == expected
     assert [getattr(d, "plain", None) for d in found] == [
         getattr(d, "plain", None) for d in expected

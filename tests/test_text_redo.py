@@ -101,3 +101,23 @@ def test_texts_cleared_in_graph_are_never_ones_python_would_check(lowercase: boo
     assert not cleared[4]  # a 60-byte word of 30 characters
     assert cleared[5] is not lowercase  # "…": odd when lowercasing (NFKD differs), else fine
     assert sum(cleared) > 300  # random texts of fine characters are cleared too
+
+
+def test_splicing_redone_texts_changes_those_texts_only() -> None:
+    """A batch's redone texts replace their fast ids in place, whatever their new lengths (none
+    at all included), first and last texts too; every other text's ids stay as they were."""
+    import numpy as np
+
+    from feedgpu.converters.text.examples import flat_ids, splice_ids
+
+    rng = random.Random(5)
+    for _ in range(50):
+        per_text = [list(range(rng.randint(0, 6))) for _ in range(rng.randint(1, 12))]
+        values, lengths = flat_ids(per_text)
+        at = sorted(rng.sample(range(len(per_text)), rng.randint(1, len(per_text))))
+        replaced = [np.arange(100, 100 + rng.randint(0, 4)) for _ in at]
+        for i, ids in zip(at, replaced, strict=True):
+            per_text[i] = ids.tolist()
+        got_values, got_lengths = splice_ids(values, lengths, at, replaced)
+        assert got_values.dtype == np.int64
+        assert [ids.tolist() for ids in per_text_ids(got_values, got_lengths)] == per_text

@@ -1,50 +1,61 @@
 """A chunk's documents in batches of columns, for the tokenizer threads.
 
-Runs of usual JSON lines (`sources.DocumentBlock`) join a batch whole; other documents
-one by one, each given its split and label index, or skipped with a reason.
+An unlabelled JSONL file's lines (`sources.RawLines`) join a batch as read, and the tokenizer
+thread that takes the batch parses them; other documents join one by one, read and parsed here,
+each given its split and label index, or skipped with a reason. A batch is one kind or the
+other, and its cuts depend on the lines only, never on thread counts.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import TYPE_CHECKING
 
 from feedgpu.convert.plan import Skip
 from feedgpu.converters.listing import check_strict, hash_split
-from feedgpu.converters.text.sources import Document, DocumentBlock, ReadOptions, iter_blocks
+from feedgpu.converters.text.sources import (
+    Document,
+    DocumentBlock,
+    RawLines,
+    ReadOptions,
+    iter_blocks,
+    parse_lines,
+)
 
 if TYPE_CHECKING:
     from feedgpu.converters.text.options import TextSource
 
-# What a tokenizer thread takes at once: BATCH_DOCS documents or BATCH_CHARS of text,
-# whichever fills first. Each batch has a fixed cost beyond its documents (graph calls,
-# tensors, GIL handoffs), which small batches of short documents pay too often; counted by
-# characters too, a batch of long documents stays a small part of the corpus, so every thread
-# has work. Larger batches were faster still on short text but held more memory while the
-# allocator keeps their tensors (benchmarks/RESULTS.md, "Issue 16", "batches by size").
+# What a tokenizer thread takes at once: BATCH_DOCS documents (or lines) or BATCH_CHARS of
+# text (or bytes of lines), whichever fills first. Each batch has a fixed cost beyond its
+# documents (graph calls, tensors, GIL handoffs), which small batches of short documents pay
+# too often; counted by characters too, a batch of long documents stays a small part of the
+# corpus, so every thread has work. Larger batches were faster still on short text but held
+# more memory while the allocator keeps their tensors (benchmarks/RESULTS.md, "Issue 16",
+# "batches by size").
 BATCH_DOCS = 8192
 BATCH_CHARS = 1 << 20
 
 
 @dataclass
 class Batch:
-    """Documents tokenized together, as columns, with each one's split and label index."""
+    """Documents tokenized together, as columns, with each one's split and label index; or
+    lines to parse first (`parse`), each run with its split (None: each document's by hash)."""
 
     doc_ids: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     plain: list[bool] = field(default_factory=list)
     splits: list[str] = field(default_factory=list)
     labels: list[int | None] = field(default_factory=list)
-    chars: int = 0  # of its texts
+    raw: list[tuple[RawLines, str | None]] = field(default_factory=list)
+    lines: int = 0  # raw lines
+    chars: int = 0  # of its texts, or bytes of its lines
 
     def __len__(self) -> int:
         return len(self.doc_ids)
 
     def full(self) -> bool:
-        return len(self.doc_ids) >= BATCH_DOCS or self.chars >= BATCH_CHARS
+        return len(self.doc_ids) + self.lines >= BATCH_DOCS or self.chars >= BATCH_CHARS
 
     def add(self, doc: Document, split: str, label: int | None) -> None:
         self.doc_ids.append(doc.doc_id)
@@ -54,14 +65,43 @@ class Batch:
         self.labels.append(label)
         self.chars += len(doc.text)
 
-    def add_block(self, block: DocumentBlock, start: int, end: int, split: str) -> None:
-        """Documents start..end of a block, all in one split, unlabelled."""
-        self.doc_ids += block.doc_ids[start:end]
-        self.texts += block.texts[start:end]
-        self.plain += block.plain[start:end]
-        self.splits += [split] * (end - start)
-        self.labels += [None] * (end - start)
-        self.chars += block.ends[end] - block.ends[start]
+    def fits(self, raw: RawLines) -> bool:
+        """Whether a block of lines joins this batch within its limits."""
+        lines, size = self.lines + len(raw.lines), self.chars + raw.size
+        return not self.raw or (lines <= BATCH_DOCS and size <= BATCH_CHARS)
+
+    def add_lines(self, raw: RawLines, split: str | None) -> None:
+        """A block of lines, to parse on a tokenizer thread."""
+        self.raw.append((raw, split))
+        self.lines += len(raw.lines)
+        self.chars += raw.size
+
+    def parse(self, read: ReadOptions, fractions: dict[str, float], strict: bool) -> list[Skip]:
+        """The raw lines' documents into the columns (unlabelled); their skips.
+
+        Raises:
+            InputError: a skip under --strict.
+        """
+        skips: list[Skip] = []
+        for raw, split in self.raw:
+            for found in parse_lines(raw, read):
+                if isinstance(found, DocumentBlock):  # columns joined whole
+                    self.doc_ids += found.doc_ids
+                    self.texts += found.texts
+                    self.plain += found.plain
+                    self.splits += (
+                        [split] * len(found.doc_ids)
+                        if split
+                        else [hash_split(doc_id, fractions) for doc_id in found.doc_ids]
+                    )
+                    self.labels += [None] * len(found.doc_ids)
+                elif isinstance(found, Skip):
+                    check_strict([found], strict)
+                    skips.append(found)
+                else:
+                    self.add(found, split or hash_split(found.doc_id, fractions), None)
+        self.raw, self.lines = [], 0
+        return skips
 
 
 @dataclass(frozen=True)
@@ -80,7 +120,7 @@ def iter_batches(
     strict: bool,
 ) -> Iterator[Batch]:
     """Sources' documents in batches (BATCH_DOCS, BATCH_CHARS; the last may be short);
-    skips appended.
+    skips appended, but for lines a batch holds unparsed (`Batch.parse` returns theirs).
 
     Raises:
         InputError: a skip under --strict.
@@ -91,25 +131,18 @@ def iter_batches(
     for source in sources:
         for found in iter_blocks(source.file, read):
             split = source.split or one_split
-            if isinstance(found, DocumentBlock) and split and not label_index:
-                start, size = 0, len(found.doc_ids)
-                while start < size:  # whole blocks: no document by document
-                    # Up to the document that fills the batch's characters, or its count.
-                    budget = found.ends[start] + BATCH_CHARS - batch.chars
-                    end = min(
-                        size,
-                        start + BATCH_DOCS - len(batch),
-                        bisect.bisect_left(found.ends, budget, start + 1),
-                    )
-                    batch.add_block(found, start, end, split)
-                    start = end
-                    if batch.full():
-                        yield batch
-                        batch = Batch()
+            if isinstance(found, RawLines) and not label_index:
+                if len(batch) or not batch.fits(found):  # a batch is lines or documents
+                    yield batch
+                    batch = Batch()
+                batch.add_lines(found, split)
                 continue
+            if batch.raw:
+                yield batch
+                batch = Batch()
             docs: Iterable[Document | Skip]
-            if isinstance(found, DocumentBlock):  # per document after all: splits or labels
-                docs = map(Document, found.doc_ids, found.texts, repeat(None), found.plain)
+            if isinstance(found, RawLines):  # labelled: parsed here, document by document
+                docs = _one_by_one(parse_lines(found, read))
             else:
                 docs = (found,)
             for doc in docs:
@@ -128,5 +161,14 @@ def iter_batches(
                 if batch.full():
                     yield batch
                     batch = Batch()
-    if len(batch):
+    if len(batch) or batch.raw:
         yield batch
+
+
+def _one_by_one(parsed: Iterable[DocumentBlock | Document | Skip]) -> Iterator[Document | Skip]:
+    """Parsed lines' documents (and skips) one by one."""
+    for found in parsed:
+        if isinstance(found, DocumentBlock):
+            yield from found.documents()
+        else:
+            yield found

@@ -35,6 +35,7 @@ from feedgpu.converters.text.examples import (
     per_text_ids,
     route,
     route_key,
+    splice_ids,
 )
 from feedgpu.converters.text.parity import compare_paths
 from feedgpu.converters.text.pieces import (
@@ -52,8 +53,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 # A chunk marker of another format (an older feedgpu) is redone. 3: shards by SipHash; 4:
-# records may hold blocks of documents, each block's shard picked by its first document.
-CHUNK_FORMAT = 4
+# records may hold blocks of documents, each block's shard picked by its first document; 5:
+# batches (which blocks are cut within) are JSON lines by bytes, no longer texts by characters.
+CHUNK_FORMAT = 5
 
 
 class TextRunner(ShardStage):
@@ -144,10 +146,7 @@ class TextRunner(ShardStage):
         values, lengths, redo = self.tok.fast_ids(texts, plain)
         if not redo:
             return values, lengths
-        per_text = per_text_ids(values, lengths)
-        for i, exact in zip(redo, self.tok.exact_ids([texts[i] for i in redo]), strict=True):
-            per_text[i] = exact
-        return flat_ids(per_text)
+        return splice_ids(values, lengths, redo, self.tok.exact_ids([texts[i] for i in redo]))
 
     def check_parity(self) -> None:
         """Fast path vs HF on the first documents; any difference and HF is used throughout."""
@@ -156,12 +155,17 @@ class TextRunner(ShardStage):
         self.parity = compare_paths(self.tok, documents, corpus_bytes)
         self.use_fast = self.parity["path"] == "fast_wordpiece"
 
-    def _encode(self, batch: Batch, fast: bool) -> Any:
-        """A batch's tokens and each document's shard; or, when each document makes exactly
-        one example, its records (of a document or a block) and each record's shard.
+    def _encode(self, batch: Batch, fast: bool, strict: bool) -> tuple[list[Skip], Any]:
+        """A batch's skips (of lines it parses first), and its tokens and each document's
+        shard; or, when each document makes exactly one example, its records (of a document
+        or a block) and each record's shard (None without documents).
 
         Runs on a worker thread: the steps are graph calls (or HF's), mostly without the GIL.
         """
+        skips = batch.parse(self.options.read, self.labels.fractions, strict)
+        return skips, self._encode_documents(batch, fast) if len(batch) else None
+
+    def _encode_documents(self, batch: Batch, fast: bool) -> Any:
         import tensorflow as tf
 
         names = tf.constant(batch.doc_ids, tf.string)  # for routing and for the examples
@@ -220,7 +224,9 @@ class TextRunner(ShardStage):
             keys = [self.names[i] for i in shards.tolist()]
             rows = zip(batch.doc_ids, keys, batch.labels, per_doc, strict=True)
             return sum(self._emit(writer, *row) for row in rows)
-        if built.records:  # made in-graph, not by schema.encode: each batch's first is checked
+        if built.records and not writer.pieces:  # made in-graph, not by schema.encode: a
+            # chunk's first record is checked (decoding a block in Python takes milliseconds,
+            # too long for every batch: benchmarks/RESULTS.md, "Issue 29")
             self.schema.check_record(built.records[0])
         full = built.full_lengths
         doc_shards = np.repeat(shards, built.blocks.sizes)  # each document's, in record order
@@ -254,7 +260,11 @@ class TextRunner(ShardStage):
             emitted = 0
             while pending and (pending[0][1].done() or len(pending) > limit):
                 items, future = pending.pop(0)
-                tokens = self._emit_batch(writer, items, future.result())
+                found, encoded = future.result()
+                skips.extend(found)
+                if not len(items):  # every line skipped
+                    continue
+                tokens = self._emit_batch(writer, items, encoded)
                 progress(len(items), tokens)
                 emitted += tokens
             return emitted
@@ -272,7 +282,7 @@ class TextRunner(ShardStage):
                 nonlocal fast_used
                 fast = self.use_fast  # read once: the parity verdict may land meanwhile
                 fast_used |= fast
-                pending.append((items, pool.submit(self._encode, items, fast)))
+                pending.append((items, pool.submit(self._encode, items, fast, run.strict)))
 
             files = [self.sources[i] for i in self.chunks[index]]
             batches = iter_batches(files, self.options.read, self.labels, skips, run.strict)

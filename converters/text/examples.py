@@ -289,6 +289,25 @@ def flat_ids(per_text: Sequence[Any]) -> tuple[Any, Any]:
     return values.astype(np.int64, copy=False), lengths
 
 
+def splice_ids(values: Any, lengths: Any, at: Sequence[int], replaced: Sequence[Any]) -> Any:
+    """Concatenated per-text ids (values, lengths) with texts `at` (ascending) given the ids
+    `replaced`: (values, lengths), int64 numpy. Only the replaced texts are touched: cutting
+    every text out and joining them again, for the few a batch redoes, was a measurable part
+    of a real-like conversion (benchmarks/RESULTS.md, "Issue 29")."""
+    import numpy as np
+
+    starts = (np.cumsum(lengths) - lengths).tolist()
+    old = lengths.tolist()
+    pieces, kept = [], 0
+    for i, ids in zip(at, replaced, strict=True):
+        pieces += [values[kept : starts[i]], np.asarray(ids, np.int64)]
+        kept = starts[i] + old[i]
+    pieces.append(values[kept:])
+    lengths = lengths.copy()
+    lengths[list(at)] = [len(ids) for ids in replaced]
+    return np.concatenate(pieces).astype(np.int64, copy=False), lengths
+
+
 def per_text_ids(values: Any, lengths: Any) -> list[Any]:
     """The inverse of `flat_ids`: each text's ids, as views of the concatenation."""
     import numpy as np

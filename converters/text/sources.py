@@ -1,7 +1,7 @@
 """Text corpora as documents: .txt (a document per file or per line), .jsonl, gzip, class folders.
 
 Reading is streamed: a file is never held in memory beyond the document being read, or a block
-of JSON lines (at most BLOCK_BYTES, or one line if longer). Every document is yielded or
+of JSON lines (about BLOCK_BYTES, or one line if longer: `RawLines`). Every document is yielded or
 reported as a `Skip` with its file and line.
 """
 
@@ -174,19 +174,21 @@ def iter_documents(file: SourceFile, options: ReadOptions) -> Iterator[Document 
     return cast(Iterator[Document | Skip], _read(file, options, blocks=False))
 
 
-def iter_blocks(
-    file: SourceFile, options: ReadOptions
-) -> Iterator[Document | Skip | DocumentBlock]:
-    """`iter_documents`, with runs of usual unlabelled JSON lines as `DocumentBlock`s."""
+def iter_blocks(file: SourceFile, options: ReadOptions) -> Iterator[Document | Skip | RawLines]:
+    """`iter_documents`, with an unlabelled JSONL file's lines as `RawLines`, read and not
+    parsed (`parse_lines` parses them)."""
     return _read(file, options, blocks=True)
 
 
 def _read(
     file: SourceFile, options: ReadOptions, blocks: bool
-) -> Iterator[Document | Skip | DocumentBlock]:
+) -> Iterator[Document | Skip | RawLines]:
     name = file.rel.lower().removesuffix(".gz")
     is_json = name.endswith((".jsonl", ".ndjson"))
     try:
+        if is_json and blocks and options.label_field is None:
+            yield from _raw_lines(file)
+            return
         lines = _open(file.path)
         first = next(lines, b"")
         if b"\0" in first[:_BINARY_PROBE]:
@@ -201,9 +203,6 @@ def _read(
                 yield Skip(file.rel, "empty document", "no text")
             else:
                 yield Document(file.rel, text)
-            return
-        if is_json and blocks and options.label_field is None:
-            yield from _json_blocks(_chain(first, lines), file.rel, options)
             return
         for number, line in enumerate(_chain(first, lines), 1):
             found = _line_document(line, f"{file.rel}:{number}", is_json, options)
@@ -238,23 +237,51 @@ def _line_document(
 class DocumentBlock:
     """Consecutive usual lines of one JSONL file as columns: ids, texts, plain (see Document).
 
-    On short documents the reading thread is what a conversion waits for, and a Document per
-    line (its own parse, checks and object) was about half of that thread's work; a block is
-    read with a few C-level passes over its lines.
+    A Document per line (its own parse, checks and object) was about half of the work of
+    reading short documents; a block is parsed with a few C-level passes over its lines.
     """
 
     doc_ids: list[str]
     texts: list[str]
     plain: list[bool]
 
-    @functools.cached_property
-    def ends(self) -> list[int]:
-        """Characters before each document and after the last (a 0 first): batches cut by size."""
-        return list(itertools.accumulate(map(len, self.texts), initial=0))
+    def documents(self) -> Iterator[Document]:
+        """The block's documents one by one."""
+        return map(Document, self.doc_ids, self.texts, itertools.repeat(None), self.plain)
 
 
-BLOCK_LINES = 4096
-BLOCK_BYTES = 4 << 20  # long documents: fewer lines a block, so memory stays bounded
+# A block of JSON lines: what a batch for the tokenizer threads takes whole (a batch may join
+# the blocks of small files). Its bytes bound what is held per batch; long documents make
+# blocks of fewer lines.
+BLOCK_LINES = 8192
+BLOCK_BYTES = 1 << 20
+
+
+def _raw_lines(file: SourceFile) -> Iterator[RawLines | Skip]:
+    """A JSONL file's lines in blocks, as read (a binary file: a Skip)."""
+    number = 1
+    for block in _line_blocks(file.path):
+        if number == 1 and b"\0" in block[0][:_BINARY_PROBE]:
+            yield Skip(file.rel, "binary file", "contains NUL bytes")
+            return
+        yield RawLines(file.rel, number, block)
+        number += len(block)
+
+
+def _line_blocks(path: str) -> Iterator[list[bytes]]:
+    """A file's lines, BLOCK_LINES at most and about BLOCK_BYTES a block: a local file's read
+    by `readlines` (in C; a line at a time, the generators around it were most of what the
+    reading thread did), a remote one's taken from its stream of lines."""
+    if storage.is_remote(path):
+        lines = _open_remote(path)
+        while block := _take_block(lines):
+            yield block
+        return
+    opener = gzip.open if path.lower().endswith(".gz") else open
+    with opener(path, "rb") as f:
+        while block := f.readlines(BLOCK_BYTES):
+            for start in range(0, len(block), BLOCK_LINES):
+                yield block[start : start + BLOCK_LINES]
 
 
 def _take_block(lines: Iterator[bytes]) -> list[bytes]:
@@ -272,33 +299,50 @@ def _take_block(lines: Iterator[bytes]) -> list[bytes]:
     return block
 
 
-def _json_blocks(
-    lines: Iterator[bytes], rel: str, options: ReadOptions
-) -> Iterator[DocumentBlock | Document | Skip]:
-    """Unlabelled JSON lines in blocks; a block with any unusual line (blank, malformed, not an
-    object, no non-blank string text) is read line by line instead, as `iter_documents` does."""
-    get, prefix, number = operator.itemgetter(options.text_field), f"{rel}:", 1
-    while block := _take_block(lines):
-        try:
-            texts = list(map(get, map(orjson.loads, block)))
-            usual = set(map(type, texts)) == {str} and all(texts)
-            usual = usual and not any(map(str.isspace, texts))
-        except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
-            usual = False
-        if usual:
-            raw = b"".join(block)  # ASCII with no escape and no DEL: every text is plain
-            plain = raw.isascii() and b"\\" not in raw and b"\x7f" not in raw
-            yield DocumentBlock(
-                list(map(prefix.__add__, map(str, range(number, number + len(block))))),
-                texts,
-                [True] * len(block) if plain else list(map(_plain_json, texts, block)),
-            )
-        else:
-            for offset, line in enumerate(block):
-                found = _line_document(line, f"{rel}:{number + offset}", True, options)
-                if found is not None:
-                    yield found
-        number += len(block)
+@dataclass(frozen=True)
+class RawLines:
+    """Consecutive lines of one JSONL file, as read (`_line_blocks`).
+
+    The reading thread only reads them; the tokenizer threads parse them (`parse_lines`),
+    beside the graph calls: parsing on the reading thread was what a conversion of short
+    documents waited for (benchmarks/RESULTS.md, "Issue 29").
+    """
+
+    rel: str
+    number: int  # the first line's number in its file
+    lines: list[bytes]
+
+    @functools.cached_property
+    def size(self) -> int:
+        """Bytes of its lines."""
+        return sum(map(len, self.lines))
+
+
+def parse_lines(raw: RawLines, options: ReadOptions) -> Iterator[DocumentBlock | Document | Skip]:
+    """The documents of raw's lines, unlabelled: a `DocumentBlock` when every line is usual,
+    else line by line as `iter_documents` reads them (a blank, malformed, non-object line, or
+    one without a non-blank string text, makes a Skip or nothing)."""
+    get, block, number = operator.itemgetter(options.text_field), raw.lines, raw.number
+    try:
+        texts = list(map(get, map(orjson.loads, block)))
+        usual = set(map(type, texts)) == {str} and all(texts)
+        usual = usual and not any(map(str.isspace, texts))
+    except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
+        usual = False
+    if usual:
+        joined = b"".join(block)  # ASCII with no escape and no DEL: every text is plain
+        plain = joined.isascii() and b"\\" not in joined and b"\x7f" not in joined
+        prefix = f"{raw.rel}:"
+        yield DocumentBlock(
+            list(map(prefix.__add__, map(str, range(number, number + len(block))))),
+            texts,
+            [True] * len(block) if plain else list(map(_plain_json, texts, block)),
+        )
+        return
+    for offset, line in enumerate(block):
+        found = _line_document(line, f"{raw.rel}:{number + offset}", True, options)
+        if found is not None:
+            yield found
 
 
 def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:

@@ -1,0 +1,194 @@
+"""Where a text conversion's time goes, stage by stage, per length profile (issue 29).
+
+Each stage of `convert text` runs alone on one thread, on the batches the converter makes of
+the benchmark's corpus (`bench_data.make_corpus`), with the converter's own functions: reading
+lines, parsing JSON, the tokenizer graph, the redo of odd texts, routing, building serialized
+examples, statistics and framed writes, and a conversion's fixed cost (a one-document corpus:
+tokenizer build, graph tracing, planning, parity, final files). Then the whole conversion, its
+wall time and the CPU it used, and (a') of bench_convert_text (the tokenizer graph on a thread
+a core, nothing else) as the reference.
+
+A stage's share is its CPU time over the tokenizer graph's: on 2 cores a conversion can reach
+0.7x of (a') only if everything but tokenizing costs under ~0.43 of it, perfectly overlapped.
+
+Usage: python benchmarks/profile_convert_text.py [--mb 50] [--lengths short,medium,long,real]
+       [--tokenizer vocab.txt]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench_convert_text import run_threads
+from bench_data import LENGTHS, make_corpus, train_tokenizer
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _best(fn: Callable[[], Any], rounds: int = 3) -> tuple[float, Any]:
+    """The fastest of rounds (seconds), and the last result."""
+    best, out = float("inf"), None
+    for _ in range(rounds):
+        start = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, out
+
+
+def stages(src: str, vocab: str, out: str) -> dict[str, float]:
+    """Seconds of each stage alone, one thread, over the corpus in src."""
+    import numpy as np
+    import tensorflow as tf
+
+    from feedgpu import convert_text
+    from feedgpu.converters.listing import SourceFile
+    from feedgpu.converters.text.batches import Batch, Labels, iter_batches
+    from feedgpu.converters.text.blocks import choose_per_record
+    from feedgpu.converters.text.examples import ExampleBuilder, route, route_key, splice_ids
+    from feedgpu.converters.text.options import TextOptions, TextSource
+    from feedgpu.converters.text.pieces import ChunkWriter
+    from feedgpu.converters.text.sources import ReadOptions
+    from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
+
+    tok = load_tokenizer(TokenizerSpec.parse(vocab))
+    names = sorted(os.listdir(src))
+    files = [TextSource(SourceFile(n, os.path.join(src, n), 0, 0), None, None) for n in names]
+    read, labels = ReadOptions(), Labels({"train": 1.0}, {})
+    took: dict[str, float] = {}
+    took["read lines"], batches = _best(lambda: list(iter_batches(files, read, labels, [], False)))
+
+    raw = [b.raw for b in batches]
+
+    def parse() -> list[Batch]:
+        parsed = []
+        for lines in raw:
+            batch = Batch(raw=list(lines))
+            batch.parse(read, labels.fractions, False)
+            parsed.append(batch)
+        return parsed
+
+    took["parse JSON"], batches = _best(parse)
+    tok.fast_ids(batches[0].texts[:4], batches[0].plain[:4])  # traced before the clock
+    tok.fast_ids(["é"], [False])
+    took["tokenizer graph"], fast = _best(lambda: [tok.fast_ids(b.texts, b.plain) for b in batches])
+
+    def redo() -> list[tuple[Any, Any]]:
+        done = []
+        for batch, (values, lengths, unsure) in zip(batches, fast, strict=True):
+            odd = [i for i in unsure if tok.needs_reference(batch.texts[i])]
+            exact = tok.exact_ids([batch.texts[i] for i in odd]) if odd else []
+            done.append(splice_ids(values, lengths, odd, exact) if odd else (values, lengths))
+        return done
+
+    took["redo odd texts"], ids = _best(redo)
+    key = route_key(0)
+    doc_ids = [tf.constant(b.doc_ids) for b in batches]
+    took["route"], _ = _best(lambda: [route(n, key) for n in doc_ids])
+    mean = float(np.mean(np.concatenate([lengths for _, lengths in ids]))) + 2
+    builder = ExampleBuilder([2], [3], None, tok.unk_id, False, choose_per_record(mean))
+    builder(*ids[0], doc_ids[0], None, batches[0].splits)
+    took["examples"], built = _best(
+        lambda: [
+            builder(values, lengths, n, None, b.splits)
+            for (values, lengths), n, b in zip(ids, doc_ids, batches, strict=True)
+        ]
+    )
+
+    def write() -> None:
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        writer = ChunkWriter(out, None, 0, schema=None)  # type: ignore[arg-type]
+        for example in built:
+            shards = np.arange(len(example.records), dtype=np.int64) % 4
+            doc_shards = np.repeat(shards, example.blocks.sizes)
+            stats = (example.full_lengths, example.unknown, example.stored)
+            writer.count_batch(["a", "b", "c", "d"], doc_shards, *stats)
+            writer.write_routed(["a", "b", "c", "d"], shards, example.records)
+        writer.close()
+
+    took["statistics, framing, writes"], _ = _best(write)
+    tiny = os.path.join(out, "tiny")
+    os.makedirs(tiny)
+    with (
+        open(os.path.join(src, names[0]), "rb") as f,
+        open(os.path.join(tiny, "a.jsonl"), "wb") as t,
+    ):
+        t.write(f.readline())
+    options = TextOptions(tokenizer=vocab)
+    took["fixed (1-document corpus)"], _ = _best(
+        lambda: convert_text(
+            tiny, os.path.join(out, "tiny-out"), options, quiet=True, overwrite=True
+        )
+    )
+    return took
+
+
+def whole(src: str, vocab: str, out: str) -> tuple[float, float, int]:
+    """A conversion's best wall time, the CPU it used (cores), and its tokens."""
+    from feedgpu import convert_text, read_manifest
+    from feedgpu.converters.text.options import TextOptions
+
+    best, cores = float("inf"), 0.0
+    for _ in range(3):
+        shutil.rmtree(out, ignore_errors=True)
+        start, cpu = time.perf_counter(), _cpu()
+        convert_text(src, out, TextOptions(tokenizer=vocab), quiet=True)
+        wall = time.perf_counter() - start
+        if wall < best:
+            best, cores = wall, (_cpu() - cpu) / wall
+    text = read_manifest(out).text
+    return best, cores, text.tokens if text else 0
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mb", type=float, default=50)
+    parser.add_argument("--lengths", default="short,medium,long,real")
+    parser.add_argument("--tokenizer", metavar="VOCAB", help="a vocab.txt instead of a trained one")
+    args = parser.parse_args(argv)
+    from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
+
+    tmp = tempfile.mkdtemp(prefix="profile_text_")
+    results = {}
+    try:
+        vocab = args.tokenizer or os.path.join(tmp, "vocab.txt")
+        if not args.tokenizer:  # as bench_convert_text's vocabulary
+            sample = make_corpus(os.path.join(tmp, "sample"), 2.5)
+            sample += make_corpus(os.path.join(tmp, "sample-real"), 0.6, length="real")
+            train_tokenizer("train:wordpiece:8000", sample, tmp)
+        tok = load_tokenizer(TokenizerSpec.parse(vocab))
+        for profile in [p for p in args.lengths.split(",") if p in LENGTHS]:
+            src = os.path.join(tmp, f"corpus-{profile}")
+            docs = make_corpus(src, args.mb, length=profile)
+            took = stages(src, vocab, os.path.join(tmp, "stages"))
+            wall, cores, tokens = whole(src, vocab, os.path.join(tmp, "out"))
+            threads = max(run_threads(tok, docs) for _ in range(3))
+            graph = took["tokenizer graph"]
+            print(f"\n{profile}: {len(docs)} documents, {tokens / len(docs):.0f} ids each")
+            for stage, seconds in took.items():
+                print(f"  {stage:<30}{seconds:>8.3f} s  {seconds / graph:>6.2f}x the graph")
+            other = sum(took.values()) - graph
+            print(f"  {'all but the graph':<30}{other:>8.3f} s  {other / graph:>6.2f}x the graph")
+            print(
+                f"  conversion {wall:.2f} s on {cores:.2f} cores: {tokens / wall / 1e6:.2f} M ids/s"
+                f"; (a') {threads / 1e6:.2f}: ours/(a') {tokens / wall / threads:.2f}x"
+            )
+            results[profile] = {**took, "conversion": wall, "ours/(a')": tokens / wall / threads}
+            shutil.rmtree(src, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return results
+
+
+if __name__ == "__main__":
+    main()
