@@ -84,8 +84,7 @@ def stages(src: str, vocab: str, out: str) -> dict[str, float]:
 
     def redo() -> list[tuple[Any, Any]]:
         done = []
-        for batch, (values, lengths, unsure) in zip(batches, fast, strict=True):
-            odd = [i for i in unsure if tok.needs_reference(batch.texts[i])]
+        for batch, (values, lengths, odd) in zip(batches, fast, strict=True):  # as _tokenize
             exact = tok.exact_ids([batch.texts[i] for i in odd]) if odd else []
             done.append(splice_ids(values, lengths, odd, exact) if odd else (values, lengths))
         return done

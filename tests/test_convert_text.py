@@ -562,7 +562,7 @@ def test_blocks_of_json_lines_are_the_same_documents_as_line_by_line(
     found, blocks = [], 0
     for raw in text_sources.iter_blocks(source, options):
         assert isinstance(raw, text_sources.RawLines)
-        for item in text_sources.parse_lines(raw, options):
+        for item in text_sources.parse_lines(raw, 0, len(raw.lines), options):
             if isinstance(item, text_sources.DocumentBlock):
                 blocks += 1
                 found += item.documents()
@@ -575,11 +575,18 @@ def test_blocks_of_json_lines_are_the_same_documents_as_line_by_line(
     assert 3 <= blocks < 300 // 16  # some blocks whole, the ones with unusual lines not
 
 
-def test_blocks_of_long_lines_stay_within_their_byte_budget(monkeypatch) -> None:
-    """A block holds a few long lines, not thousands: reading stays streamed for books too."""
+def test_blocks_of_long_lines_stay_within_their_byte_budget(monkeypatch, tmp_path: Path) -> None:
+    """A block holds a few long lines, not thousands: reading stays streamed for books too,
+    from a local file (`readlines`) and from a stream of lines (a remote file's)."""
     from feedgpu.converters.text import sources as text_sources
 
     monkeypatch.setattr(text_sources, "BLOCK_BYTES", 5000)
+    monkeypatch.setattr(text_sources, "BLOCK_LINES", 1000)
+    local = tmp_path / "book.jsonl"
+    local.write_bytes(b"".join([b"x" * 999 + b"\n"] * 100 + [b"short\n"] * 3000))
+    read = list(text_sources._line_blocks(str(local)))
+    assert sum(map(len, read)) == 3100 and max(map(len, read)) <= 1000
+    assert all(sum(map(len, block)) <= 5000 + 1000 for block in read)  # one line over at most
     lines = iter([b"%04d" % i + b"x" * 996 for i in range(100)] + [b"short"] * 3000)
     blocks = []
     while block := text_sources._take_block(lines):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import filecmp
 import hashlib
+import json
 import os
 import posixpath
 import signal
@@ -311,6 +312,48 @@ def test_image_sources_through_gfile(tmp_path: Path, image_folder: Path) -> None
     shards = sorted(p.name for p in (tmp_path / "a").glob("*.tfrecord-*"))
     for name in shards:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_blocks_from_disk_and_gfile_are_the_same_bytes(tmp_path: Path, monkeypatch) -> None:
+    """Batches, and the blocks of documents cut within them, come from the lines alone: a local
+    file read by `readlines` and a remote one read as a stream of lines (other blocks of lines)
+    give the same records, with small limits so that many batches span blocks."""
+    import gzip
+    import random
+
+    import tensorflow as tf
+
+    from feedgpu.converters.text import batches as text_batches
+    from feedgpu.converters.text import sources as text_sources
+
+    rng = random.Random(4)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, count in (("a.jsonl", 700), ("b.jsonl.gz", 500)):
+        lines = "".join(
+            json.dumps({"text": " ".join(rng.choices(words, k=rng.choice([1, 3, 8, 40])))}) + "\n"
+            for _ in range(count)
+        ).encode()
+        (src / name).write_bytes(gzip.compress(lines) if name.endswith(".gz") else lines)
+    remote = "ram://feedgpu-blocks/src"
+    tf.io.gfile.makedirs(remote)
+    for path in src.iterdir():
+        with tf.io.gfile.GFile(f"{remote}/{path.name}", "wb") as f:
+            f.write(path.read_bytes())
+    monkeypatch.setattr(text_sources, "BLOCK_LINES", 37)
+    monkeypatch.setattr(text_sources, "BLOCK_BYTES", 2000)
+    monkeypatch.setattr(text_batches, "BATCH_DOCS", 64)
+    monkeypatch.setattr(text_batches, "BATCH_CHARS", 5000)
+    options = feedgpu.TextOptions(
+        tokenizer="train:wordpiece:200", docs_per_record=4, num_shards=2, name="blocks"
+    )
+    feedgpu.convert_text(str(src), str(tmp_path / "disk"), options, quiet=True)
+    feedgpu.convert_text(remote, str(tmp_path / "gfile"), options, quiet=True)
+    shards = sorted(p.name for p in (tmp_path / "disk").glob("*.tfrecord-*"))
+    assert len(shards) == 2
+    for name in shards:
+        assert (tmp_path / "disk" / name).read_bytes() == (tmp_path / "gfile" / name).read_bytes()
 
 
 def test_text_sources_through_gfile(tmp_path: Path, jsonl_corpus: Path) -> None:

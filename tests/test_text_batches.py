@@ -1,8 +1,8 @@
-"""Batches for the tokenizer threads: filled by lines, documents or bytes, order kept."""
+"""Batches for the tokenizer threads: filled by lines or bytes, order kept, cut from the lines
+alone whatever blocks they are read in."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import random
 from pathlib import Path
@@ -14,7 +14,7 @@ from feedgpu.converters.text.batches import Labels, iter_batches
 from feedgpu.converters.text.options import TextSource
 
 
-def test_batches_fill_by_lines_or_bytes_and_keep_every_document(
+def test_batches_fill_by_lines_or_bytes_whatever_the_blocks_and_keep_every_document(
     tmp_path: Path, monkeypatch
 ) -> None:
     rng = random.Random(2)
@@ -25,20 +25,22 @@ def test_batches_fill_by_lines_or_bytes_and_keep_every_document(
     (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
     monkeypatch.setattr(text_batches, "BATCH_DOCS", 64)
     monkeypatch.setattr(text_batches, "BATCH_CHARS", 6000)
-    monkeypatch.setattr(text_sources, "BLOCK_LINES", 16)  # blocks of lines, joined by batches
-    monkeypatch.setattr(text_sources, "BLOCK_BYTES", 1500)
     source = TextSource(SourceFile("a.jsonl", str(tmp_path / "a.jsonl"), 0, 0), None, None)
     skips: list = []
     labels = Labels({"train": 1.0}, {})
-    batches = list(iter_batches([source], text_batches.ReadOptions(), labels, skips, False))
+    cuts = []
+    for block_lines, block_bytes in ((16, 1500), (8192, 1 << 20)):  # however the lines are read
+        monkeypatch.setattr(text_sources, "BLOCK_LINES", block_lines)
+        monkeypatch.setattr(text_sources, "BLOCK_BYTES", block_bytes)
+        batches = list(iter_batches([source], text_batches.ReadOptions(), labels, skips, False))
+        cuts.append([batch.lines for batch in batches])
+    assert cuts[0] == cuts[1]  # the batches are cut from the lines alone
     assert not skips and all(len(b) == 0 for b in batches)  # lines, not parsed yet
-    sizes = []
-    for batch, after in itertools.pairwise(batches):  # full: the next block would not fit
-        assert (batch.lines <= 64 and batch.chars <= 6000) or len(batch.raw) == 1
-        block = after.raw[0][0]
-        assert batch.lines + len(block.lines) > 64 or batch.chars + block.size > 6000
-        sizes.append(batch.lines)
-    assert 64 in sizes and min(sizes) < 64
+    for batch in batches[:-1]:  # full: by count, or by bytes at its last line
+        raw, _, end, _ = batch.raw[-1]
+        last = raw.ends[end] - raw.ends[end - 1]
+        assert batch.lines == 64 or batch.chars >= 6000 > batch.chars - last
+    assert 64 in cuts[0] and min(cuts[0][:-1]) < 64
     for batch in batches:
         skips += batch.parse(text_batches.ReadOptions(), labels.fractions, False)
     assert [t for b in batches for t in b.texts] == texts[:700] + texts[701:]
@@ -65,3 +67,26 @@ def test_unlabelled_lines_and_documents_never_share_a_batch(tmp_path: Path) -> N
     assert [b.texts for b in batches] == [["one", "two"], ["three"], ["four"]]
     expected = [text_batches.hash_split(i, fractions) for b in batches for i in b.doc_ids]
     assert [s for b in batches for s in b.splits] == expected
+
+
+def test_strict_names_the_first_bad_document_in_reading_order(tmp_path: Path) -> None:
+    """--strict: a malformed line (found by the tokenizer thread that parses its batch) before a
+    binary file (found by the reading thread) is the error reported, however the threads ran."""
+    import pytest
+
+    import feedgpu
+    from feedgpu.errors import InputError
+
+    src = tmp_path / "src"
+    src.mkdir()
+    good = [json.dumps({"text": f"line {i} of a"}) for i in range(300)]
+    (src / "a.jsonl").write_text("\n".join([*good[:4], "{broken", *good[4:]]) + "\n")
+    (src / "b.jsonl").write_bytes(b'\0\0binary{"text": "x"}\n')
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "line", "of", "a"]) + "\n")
+    options = feedgpu.TextOptions(tokenizer=str(vocab))
+    for attempt in range(3):
+        with pytest.raises(InputError, match=r"a\.jsonl:5"):
+            feedgpu.convert_text(
+                str(src), str(tmp_path / f"out{attempt}"), options, quiet=True, strict=True
+            )

@@ -8,6 +8,7 @@ other, and its cuts depend on the lines only, never on thread counts.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -47,7 +48,7 @@ class Batch:
     plain: list[bool] = field(default_factory=list)
     splits: list[str] = field(default_factory=list)
     labels: list[int | None] = field(default_factory=list)
-    raw: list[tuple[RawLines, str | None]] = field(default_factory=list)
+    raw: list[tuple[RawLines, int, int, str | None]] = field(default_factory=list)
     lines: int = 0  # raw lines
     chars: int = 0  # of its texts, or bytes of its lines
 
@@ -65,16 +66,11 @@ class Batch:
         self.labels.append(label)
         self.chars += len(doc.text)
 
-    def fits(self, raw: RawLines) -> bool:
-        """Whether a block of lines joins this batch within its limits."""
-        lines, size = self.lines + len(raw.lines), self.chars + raw.size
-        return not self.raw or (lines <= BATCH_DOCS and size <= BATCH_CHARS)
-
-    def add_lines(self, raw: RawLines, split: str | None) -> None:
-        """A block of lines, to parse on a tokenizer thread."""
-        self.raw.append((raw, split))
-        self.lines += len(raw.lines)
-        self.chars += raw.size
+    def add_lines(self, raw: RawLines, start: int, end: int, split: str | None) -> None:
+        """Lines start..end of raw, to parse on a tokenizer thread."""
+        self.raw.append((raw, start, end, split))
+        self.lines += end - start
+        self.chars += raw.ends[end] - raw.ends[start]
 
     def parse(self, read: ReadOptions, fractions: dict[str, float], strict: bool) -> list[Skip]:
         """The raw lines' documents into the columns (unlabelled); their skips.
@@ -83,8 +79,8 @@ class Batch:
             InputError: a skip under --strict.
         """
         skips: list[Skip] = []
-        for raw, split in self.raw:
-            for found in parse_lines(raw, read):
+        for raw, start, end, split in self.raw:
+            for found in parse_lines(raw, start, end, read):
                 if isinstance(found, DocumentBlock):  # columns joined whole
                     self.doc_ids += found.doc_ids
                     self.texts += found.texts
@@ -100,7 +96,7 @@ class Batch:
                     skips.append(found)
                 else:
                     self.add(found, split or hash_split(found.doc_id, fractions), None)
-        self.raw, self.lines = [], 0
+        self.raw, self.lines, self.chars = [], 0, sum(map(len, self.texts))
         return skips
 
 
@@ -131,18 +127,38 @@ def iter_batches(
     for source in sources:
         for found in iter_blocks(source.file, read):
             split = source.split or one_split
-            if isinstance(found, RawLines) and not label_index:
-                if len(batch) or not batch.fits(found):  # a batch is lines or documents
+            if isinstance(found, Skip):  # a file refused whole (binary, unreadable)
+                if strict and batch.raw:  # lines read before it may hold the first error
                     yield batch
                     batch = Batch()
-                batch.add_lines(found, split)
+                check_strict([found], strict)
+                skips.append(found)
+                continue
+            if isinstance(found, RawLines) and not label_index:
+                if len(batch):  # a batch is lines or documents, in order
+                    yield batch
+                    batch = Batch()
+                start, size = 0, len(found.lines)
+                while start < size:  # cut by the lines alone, whatever blocks they came in
+                    # Up to the line that fills the batch's bytes, or its count.
+                    budget = found.ends[start] + BATCH_CHARS - batch.chars
+                    end = min(
+                        size,
+                        start + BATCH_DOCS - batch.lines,
+                        bisect.bisect_left(found.ends, budget, start + 1),
+                    )
+                    batch.add_lines(found, start, end, split)
+                    start = end
+                    if batch.full():
+                        yield batch
+                        batch = Batch()
                 continue
             if batch.raw:
                 yield batch
                 batch = Batch()
             docs: Iterable[Document | Skip]
             if isinstance(found, RawLines):  # labelled: parsed here, document by document
-                docs = _one_by_one(parse_lines(found, read))
+                docs = _one_by_one(parse_lines(found, 0, len(found.lines), read))
             else:
                 docs = (found,)
             for doc in docs:

@@ -286,9 +286,13 @@ class TextRunner(ShardStage):
 
             files = [self.sources[i] for i in self.chunks[index]]
             batches = iter_batches(files, self.options.read, self.labels, skips, run.strict)
-            for batch in batches:
-                submit(batch)
-                tokens += emit_ready(pending, 4 * workers)
+            try:
+                for batch in batches:
+                    submit(batch)
+                    tokens += emit_ready(pending, 4 * workers)
+            except InputError:  # --strict: a skip while reading; one in a batch read before
+                emit_ready(pending, 0)  # it (parsed on a tokenizer thread) is the first error
+                raise
             tokens += emit_ready(pending, 0)
         pieces = writer.close()
         if self._parity is not None:

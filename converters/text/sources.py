@@ -250,9 +250,8 @@ class DocumentBlock:
         return map(Document, self.doc_ids, self.texts, itertools.repeat(None), self.plain)
 
 
-# A block of JSON lines: what a batch for the tokenizer threads takes whole (a batch may join
-# the blocks of small files). Its bytes bound what is held per batch; long documents make
-# blocks of fewer lines.
+# A block of JSON lines as read: its bytes bound what the reading thread holds at once (long
+# documents make blocks of fewer lines). Batches are cut from the lines whatever the blocks.
 BLOCK_LINES = 8192
 BLOCK_BYTES = 1 << 20
 
@@ -270,8 +269,8 @@ def _raw_lines(file: SourceFile) -> Iterator[RawLines | Skip]:
 
 def _line_blocks(path: str) -> Iterator[list[bytes]]:
     """A file's lines, BLOCK_LINES at most and about BLOCK_BYTES a block: a local file's read
-    by `readlines` (in C; a line at a time, the generators around it were most of what the
-    reading thread did), a remote one's taken from its stream of lines."""
+    by `readlines` (in C for a plain file; a line at a time, the generators around it were most
+    of what the reading thread did), a remote one's taken from its stream of lines."""
     if storage.is_remote(path):
         lines = _open_remote(path)
         while block := _take_block(lines):
@@ -285,8 +284,9 @@ def _line_blocks(path: str) -> Iterator[list[bytes]]:
 
 
 def _take_block(lines: Iterator[bytes]) -> list[bytes]:
-    """The next lines, up to BLOCK_LINES and about BLOCK_BYTES: taken in steps sized from the
-    lines seen so far, so a block of book-length lines holds a few, not thousands."""
+    """The next lines of a stream (a remote file's), up to BLOCK_LINES and about BLOCK_BYTES:
+    taken in steps sized from the lines seen so far, so a block of book-length lines holds a
+    few, not thousands."""
     block: list[bytes] = []
     size, step = 0, 1
     while len(block) < BLOCK_LINES and size < BLOCK_BYTES:
@@ -313,16 +313,19 @@ class RawLines:
     lines: list[bytes]
 
     @functools.cached_property
-    def size(self) -> int:
-        """Bytes of its lines."""
-        return sum(map(len, self.lines))
+    def ends(self) -> list[int]:
+        """Bytes before each line and after the last (a 0 first): batches cut by size."""
+        return list(itertools.accumulate(map(len, self.lines), initial=0))
 
 
-def parse_lines(raw: RawLines, options: ReadOptions) -> Iterator[DocumentBlock | Document | Skip]:
-    """The documents of raw's lines, unlabelled: a `DocumentBlock` when every line is usual,
-    else line by line as `iter_documents` reads them (a blank, malformed, non-object line, or
-    one without a non-blank string text, makes a Skip or nothing)."""
-    get, block, number = operator.itemgetter(options.text_field), raw.lines, raw.number
+def parse_lines(
+    raw: RawLines, start: int, end: int, options: ReadOptions
+) -> Iterator[DocumentBlock | Document | Skip]:
+    """The documents of lines start..end of raw, unlabelled: a `DocumentBlock` when every line
+    is usual, else line by line as `iter_documents` reads them (a blank, malformed, non-object
+    line, or one without a non-blank string text, makes a Skip or nothing)."""
+    get, block = operator.itemgetter(options.text_field), raw.lines[start:end]
+    number = raw.number + start
     try:
         texts = list(map(get, map(orjson.loads, block)))
         usual = set(map(type, texts)) == {str} and all(texts)
