@@ -398,6 +398,15 @@ def test_examples_built_in_graph_are_encode_example_bytes(max_length) -> None:
     )
     assert plain.records == [encode_example({"doc_id": "a", "input_ids": [3, 4], "length": 2})]
     assert plain.unknown == [0]
+    # No ids at all, and a record over 16 KiB (its lengths take three varint bytes).
+    long = [2**20] * 6000
+    rows = unlabelled(
+        np.asarray(long, np.int64), np.asarray([0, 6000], np.int64), ["e", "l"], None, ["t"] * 2
+    )
+    assert rows.records == [
+        encode_example({"doc_id": "e", "input_ids": [], "length": 0}),
+        encode_example({"doc_id": "l", "input_ids": long, "length": 6000}),
+    ]
     with pytest.raises(ValueError, match="one label per document"):
         builder(
             np.asarray([3, 4], np.int64), np.asarray([1, 1], np.int64), ["a", "b"], [0], ["x"] * 2

@@ -177,8 +177,8 @@ _LOCK = threading.Lock()
 
 @functools.cache
 def _serializer(labelled: bool, blocks: bool) -> Any:
-    """The graph: a dozen `encode_proto` ops, traced once, without autograph. Blocks take one
-    more input, the documents each record holds (consecutive, in order)."""
+    """The graph: `encode_proto` ops and string joins, traced once, without autograph. Blocks
+    take one more input, the documents each record holds (consecutive, in order)."""
     import tensorflow as tf
 
     def message(kind: str, fields: list[str], values: list[Any], sizes: Any) -> Any:
@@ -208,42 +208,64 @@ def _serializer(labelled: bool, blocks: bool) -> Any:
             return message("tensorflow.Feature", [field], [body[:, None]], one)
 
         # Every record's ids as one packed Int64List, cut at each record's byte offsets: no
-        # rows padded to the longest. A packed body and a BytesList of one value share a
-        # wire format (field 1, length-delimited), so the cut bodies are wrapped as the latter.
+        # rows padded to the longest.
         everything = message("tensorflow.Int64List", ["value"], [ids[None, :]], [[tf.size(ids)]])
         header = tf.cast(tf.strings.length(everything[0]), tf.int64) - tf.reduce_sum(nbytes)
         bodies = tf.strings.substr(
             everything[0], header + tf.cumsum(nbytes, exclusive=True), nbytes
         )
-        packed = message(
-            "tensorflow.BytesList",
-            ["value"],
-            [bodies[:, None]],
-            tf.cast(nbytes > 0, tf.int32)[:, None],
-        )
-        features = {
-            "doc_id": feature("BytesList", doc_ids),
-            "input_ids": message("tensorflow.Feature", ["int64_list"], [packed[:, None]], one),
-            "length": feature("Int64List", sizes),
-        }
+        small = {"doc_id": feature("BytesList", doc_ids), "length": feature("Int64List", sizes)}
         if labelled:
-            features["label"] = feature("Int64List", labels)
-        entries = [
-            message(
-                "tensorflow.Features.FeatureEntry",
-                ["key", "value"],
-                [tf.fill([n, 1], name), value[:, None]],
-                tf.ones([n, 2], tf.int32),
+            small["label"] = feature("Int64List", labels)
+        # Each entry of Features.feature as written there: field 1, length-delimited (a
+        # BytesList of one value has that wire format).
+        wrapped = {
+            name: wrap(
+                message(
+                    "tensorflow.Features.FeatureEntry",
+                    ["key", "value"],
+                    [tf.fill([n, 1], name), value[:, None]],
+                    tf.ones([n, 2], tf.int32),
+                )
             )
-            for name, value in sorted(features.items())  # sorted, as encode_example does
-        ]
-        body = message(
-            "tensorflow.Features",
-            ["feature"],
-            [tf.stack(entries, axis=1)],
-            tf.fill([n, 1], len(entries)),
+            for name, value in small.items()
+        }
+        # The input_ids entry's headers depend on its ids' bytes alone: made apart and joined
+        # to the ids once, where nesting them as messages copied the ids at every level
+        # (benchmarks/RESULTS.md, "Issue 29", "the message layers").
+        listed = tf.where(nbytes > 0, 1 + width(nbytes) + nbytes, 0)  # Int64List
+        in_feature = 1 + width(listed) + listed  # Feature{int64_list}
+        entry = 12 + width(in_feature) + in_feature  # FeatureEntry{key, value}
+        head = tf.strings.join(
+            [
+                "\x0a",
+                varint(entry),
+                "\x0a\x09input_ids\x12",
+                varint(in_feature),
+                "\x1a",
+                varint(listed),
+                tf.where(nbytes > 0, tf.strings.join(["\x0a", varint(nbytes)]), ""),
+            ]
         )
-        return message("tensorflow.Example", ["features"], [body[:, None]], one)
+        parts = {"input_ids": [head, bodies], **{k: [v] for k, v in wrapped.items()}}
+        total = 1 + width(entry) + entry
+        total += sum(tf.cast(tf.strings.length(v), tf.int64) for v in wrapped.values())
+        ordered = [part for _, value in sorted(parts.items()) for part in value]
+        return tf.strings.join(["\x0a", varint(total), *ordered])  # Example{features}
+
+    def varint(values: Any) -> Any:
+        """Each value's varint bytes: a packed Int64List of it, less its field key and size."""
+        packed = message("tensorflow.Int64List", ["value"], [values[:, None]], one_each(values))
+        return tf.strings.substr(packed, 2, 10)
+
+    def width(values: Any) -> Any:
+        return tf.cast(tf.strings.length(varint(values)), tf.int64)
+
+    def wrap(values: Any) -> Any:
+        return message("tensorflow.BytesList", ["value"], [values[:, None]], one_each(values))
+
+    def one_each(values: Any) -> Any:
+        return tf.ones([tf.shape(values)[0], 1], tf.int32)
 
     vector = tf.TensorSpec([None], tf.int64)
     signature = [vector, vector, vector, tf.TensorSpec([None], tf.string), vector]
