@@ -232,24 +232,27 @@ def _serializer(labelled: bool, blocks: bool) -> Any:
         }
         # The input_ids entry's headers depend on its ids' bytes alone: made apart and joined
         # to the ids once, where nesting them as messages copied the ids at every level
-        # (benchmarks/RESULTS.md, "Issue 29", "the message layers").
-        listed = tf.where(nbytes > 0, 1 + width(nbytes) + nbytes, 0)  # Int64List
-        in_feature = 1 + width(listed) + listed  # Feature{int64_list}
-        entry = 12 + width(in_feature) + in_feature  # FeatureEntry{key, value}
+        # (benchmarks/RESULTS.md, "the input_ids entry's headers made apart").
+        of_nbytes = varint(nbytes)
+        listed = tf.where(nbytes > 0, 1 + size(of_nbytes) + nbytes, 0)  # Int64List
+        of_listed = varint(listed)
+        in_feature = 1 + size(of_listed) + listed  # Feature{int64_list}
+        of_feature = varint(in_feature)
+        entry = 12 + size(of_feature) + in_feature  # FeatureEntry{key, value}
+        of_entry = varint(entry)
         head = tf.strings.join(
             [
                 "\x0a",
-                varint(entry),
+                of_entry,
                 "\x0a\x09input_ids\x12",
-                varint(in_feature),
+                of_feature,
                 "\x1a",
-                varint(listed),
-                tf.where(nbytes > 0, tf.strings.join(["\x0a", varint(nbytes)]), ""),
+                of_listed,
+                tf.where(nbytes > 0, tf.strings.join(["\x0a", of_nbytes]), ""),
             ]
         )
         parts = {"input_ids": [head, bodies], **{k: [v] for k, v in wrapped.items()}}
-        total = 1 + width(entry) + entry
-        total += sum(tf.cast(tf.strings.length(v), tf.int64) for v in wrapped.values())
+        total = 1 + size(of_entry) + entry + sum(size(v) for v in wrapped.values())
         ordered = [part for _, value in sorted(parts.items()) for part in value]
         return tf.strings.join(["\x0a", varint(total), *ordered])  # Example{features}
 
@@ -258,8 +261,8 @@ def _serializer(labelled: bool, blocks: bool) -> Any:
         packed = message("tensorflow.Int64List", ["value"], [values[:, None]], one_each(values))
         return tf.strings.substr(packed, 2, 10)
 
-    def width(values: Any) -> Any:
-        return tf.cast(tf.strings.length(varint(values)), tf.int64)
+    def size(strings: Any) -> Any:
+        return tf.cast(tf.strings.length(strings), tf.int64)
 
     def wrap(values: Any) -> Any:
         return message("tensorflow.BytesList", ["value"], [values[:, None]], one_each(values))
