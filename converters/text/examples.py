@@ -181,9 +181,6 @@ def _serializer(labelled: bool, blocks: bool) -> Any:
     take one more input, the documents each record holds (consecutive, in order)."""
     import tensorflow as tf
 
-    def message(kind: str, fields: list[str], values: list[Any], sizes: Any) -> Any:
-        return tf.io.encode_proto(sizes, values, fields, kind, descriptor_source="local://")
-
     def serialize(ids: Any, sizes: Any, nbytes: Any, doc_ids: Any, labels: Any, *rest: Any) -> Any:
         if blocks:  # each record's documents' values, as rows padded to the longest block
             per_record = rest[0]
@@ -203,13 +200,13 @@ def _serializer(labelled: bool, blocks: bool) -> Any:
         one = tf.ones([n, 1], tf.int32)
 
         def feature(kind: str, values: Any) -> Any:
-            body = message(f"tensorflow.{kind}", ["value"], [values], counts)
+            body = _message(f"tensorflow.{kind}", ["value"], [values], counts)
             field = "int64_list" if kind == "Int64List" else "bytes_list"
-            return message("tensorflow.Feature", [field], [body[:, None]], one)
+            return _message("tensorflow.Feature", [field], [body[:, None]], one)
 
         # Every record's ids as one packed Int64List, cut at each record's byte offsets: no
         # rows padded to the longest.
-        everything = message("tensorflow.Int64List", ["value"], [ids[None, :]], [[tf.size(ids)]])
+        everything = _message("tensorflow.Int64List", ["value"], [ids[None, :]], [[tf.size(ids)]])
         header = tf.cast(tf.strings.length(everything[0]), tf.int64) - tf.reduce_sum(nbytes)
         bodies = tf.strings.substr(
             everything[0], header + tf.cumsum(nbytes, exclusive=True), nbytes
@@ -220,8 +217,8 @@ def _serializer(labelled: bool, blocks: bool) -> Any:
         # Each entry of Features.feature as written there: field 1, length-delimited (a
         # BytesList of one value has that wire format).
         wrapped = {
-            name: wrap(
-                message(
+            name: _wrap(
+                _message(
                     "tensorflow.Features.FeatureEntry",
                     ["key", "value"],
                     [tf.fill([n, 1], name), value[:, None]],
@@ -230,45 +227,11 @@ def _serializer(labelled: bool, blocks: bool) -> Any:
             )
             for name, value in small.items()
         }
-        # The input_ids entry's headers depend on its ids' bytes alone: made apart and joined
-        # to the ids once, where nesting them as messages copied the ids at every level
-        # (benchmarks/RESULTS.md, "the input_ids entry's headers made apart").
-        of_nbytes = varint(nbytes)
-        listed = tf.where(nbytes > 0, 1 + size(of_nbytes) + nbytes, 0)  # Int64List
-        of_listed = varint(listed)
-        in_feature = 1 + size(of_listed) + listed  # Feature{int64_list}
-        of_feature = varint(in_feature)
-        entry = 12 + size(of_feature) + in_feature  # FeatureEntry{key, value}
-        of_entry = varint(entry)
-        head = tf.strings.join(
-            [
-                "\x0a",
-                of_entry,
-                "\x0a\x09input_ids\x12",
-                of_feature,
-                "\x1a",
-                of_listed,
-                tf.where(nbytes > 0, tf.strings.join(["\x0a", of_nbytes]), ""),
-            ]
-        )
+        head, ids_size = _ids_head(nbytes)
         parts = {"input_ids": [head, bodies], **{k: [v] for k, v in wrapped.items()}}
-        total = 1 + size(of_entry) + entry + sum(size(v) for v in wrapped.values())
+        total = ids_size + sum(_size(v) for v in wrapped.values())
         ordered = [part for _, value in sorted(parts.items()) for part in value]
-        return tf.strings.join(["\x0a", varint(total), *ordered])  # Example{features}
-
-    def varint(values: Any) -> Any:
-        """Each value's varint bytes: a packed Int64List of it, less its field key and size."""
-        packed = message("tensorflow.Int64List", ["value"], [values[:, None]], one_each(values))
-        return tf.strings.substr(packed, 2, 10)
-
-    def size(strings: Any) -> Any:
-        return tf.cast(tf.strings.length(strings), tf.int64)
-
-    def wrap(values: Any) -> Any:
-        return message("tensorflow.BytesList", ["value"], [values[:, None]], one_each(values))
-
-    def one_each(values: Any) -> Any:
-        return tf.ones([tf.shape(values)[0], 1], tf.int32)
+        return tf.strings.join(["\x0a", _varint(total), *ordered])  # Example{features}
 
     vector = tf.TensorSpec([None], tf.int64)
     signature = [vector, vector, vector, tf.TensorSpec([None], tf.string), vector]
@@ -277,6 +240,65 @@ def _serializer(labelled: bool, blocks: bool) -> Any:
     # arriving together at the first batches would each trace it again.
     graph.get_concrete_function()
     return graph
+
+
+def _ids_head(nbytes: Any) -> tuple[Any, Any]:
+    """The input_ids entry up to its ids, as written in Features.feature, and the whole entry's
+    size there (int64). Its headers depend on its ids' byte count alone: made apart and joined
+    to the ids once, where nesting them as messages copied the ids at every level
+    (benchmarks/RESULTS.md, "the input_ids entry's headers made apart")."""
+    import tensorflow as tf
+
+    of_nbytes = _varint(nbytes)
+    listed = tf.where(nbytes > 0, 1 + _size(of_nbytes) + nbytes, 0)  # Int64List
+    of_listed = _varint(listed)
+    in_feature = 1 + _size(of_listed) + listed  # Feature{int64_list}
+    of_feature = _varint(in_feature)
+    entry = 12 + _size(of_feature) + in_feature  # FeatureEntry{key, value}
+    of_entry = _varint(entry)
+    head = tf.strings.join(
+        [
+            "\x0a",
+            of_entry,
+            "\x0a\x09input_ids\x12",
+            of_feature,
+            "\x1a",
+            of_listed,
+            tf.where(nbytes > 0, tf.strings.join(["\x0a", of_nbytes]), ""),
+        ]
+    )
+    return head, 1 + _size(of_entry) + entry
+
+
+def _message(kind: str, fields: list[str], values: list[Any], sizes: Any) -> Any:
+    import tensorflow as tf
+
+    return tf.io.encode_proto(sizes, values, fields, kind, descriptor_source="local://")
+
+
+def _varint(values: Any) -> Any:
+    """Each value's varint bytes: a packed Int64List of it, less its field key and size."""
+    import tensorflow as tf
+
+    packed = _message("tensorflow.Int64List", ["value"], [values[:, None]], _one_each(values))
+    return tf.strings.substr(packed, 2, 10)
+
+
+def _wrap(values: Any) -> Any:
+    """Each string as field 1, length-delimited (a BytesList of one value)."""
+    return _message("tensorflow.BytesList", ["value"], [values[:, None]], _one_each(values))
+
+
+def _size(strings: Any) -> Any:
+    import tensorflow as tf
+
+    return tf.cast(tf.strings.length(strings), tf.int64)
+
+
+def _one_each(values: Any) -> Any:
+    import tensorflow as tf
+
+    return tf.ones([tf.shape(values)[0], 1], tf.int32)
 
 
 def route_key(seed: int) -> list[int]:
