@@ -50,7 +50,7 @@ class Batch:
     labels: list[int | None] = field(default_factory=list)
     raw: list[tuple[RawLines, int, int, str | None]] = field(default_factory=list)
     lines: int = 0  # raw lines
-    chars: int = 0  # of its texts, or bytes of its lines
+    chars: int = 0  # of its texts, or bytes of its lines: what filled it, not kept after
 
     def __len__(self) -> int:
         return len(self.doc_ids)
@@ -96,7 +96,7 @@ class Batch:
                     skips.append(found)
                 else:
                     self.add(found, split or hash_split(found.doc_id, fractions), None)
-        self.raw, self.lines, self.chars = [], 0, sum(map(len, self.texts))
+        self.raw, self.lines = [], 0
         return skips
 
 
