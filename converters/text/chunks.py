@@ -291,7 +291,8 @@ class TextRunner(ShardStage):
                     submit(batch)
                     tokens += emit_ready(pending, 4 * workers)
             except InputError:  # --strict: a skip while reading; one in a batch read before
-                emit_ready(pending, 0)  # it (parsed on a tokenizer thread) is the first error
+                for _, future in pending:  # it (parsed on a tokenizer thread) is the first
+                    future.result()  # error: raised here, nothing written
                 raise
             tokens += emit_ready(pending, 0)
         pieces = writer.close()
