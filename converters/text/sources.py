@@ -18,7 +18,7 @@ import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import IO, Any, cast
 
 import orjson
 
@@ -147,9 +147,14 @@ def _open(path: str) -> Iterator[bytes]:
     if storage.is_remote(path):
         yield from _open_remote(path)
         return
-    opener = gzip.open if path.lower().endswith(".gz") else open
-    with opener(path, "rb") as f:
+    with _open_local(path) as f:
         yield from f
+
+
+def _open_local(path: str) -> IO[bytes]:
+    """A local file, gzip-compressed or not, for reading bytes."""
+    gzipped = path.lower().endswith(".gz")
+    return cast(IO[bytes], gzip.open(path, "rb") if gzipped else open(path, "rb"))
 
 
 def _open_remote(path: str) -> Iterator[bytes]:
@@ -276,8 +281,7 @@ def _line_blocks(path: str) -> Iterator[list[bytes]]:
         while block := _take_block(lines):
             yield block
         return
-    opener = gzip.open if path.lower().endswith(".gz") else open
-    with opener(path, "rb") as f:
+    with _open_local(path) as f:
         while block := f.readlines(BLOCK_BYTES):
             for start in range(0, len(block), BLOCK_LINES):
                 yield block[start : start + BLOCK_LINES]
