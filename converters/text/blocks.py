@@ -15,8 +15,9 @@ from typing import Any
 # tokens included) is stored in blocks, a record holding the documents that start within one
 # window of RECORD_IDS ids, at most RECORD_DOCS of them; longer documents one a record, as
 # format 2 stores them. Measured: blocks read short documents (~44 ids) faster from disk, and
-# medium (~312) and long ones slower (benchmarks/RESULTS.md, "Issue 28"); the line between
-# them was chosen, not measured.
+# medium (~312) and long ones slower (benchmarks/RESULTS.md, "Issue 28"). At ~83 and ~129 ids
+# blocks read equal cached, and lose a fresh pipeline's first epoch (RESULTS.md, "the 128-id
+# line"): the line is somewhat high, left until an A/B at ~100 ids.
 SHORT_IDS = 128
 SAMPLE_DOCUMENTS = 256
 RECORD_IDS = 4096
