@@ -15,10 +15,15 @@ from feedgpu.pipeline.images import decode_crop_resize
 
 
 @pytest.fixture(scope="module", params=[4, 1], ids=["blocks", "one-a-record"])
-def text_data(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """conftest's text_data in both layouts: every text pipeline test reads both."""
+def text_data(
+    request: pytest.FixtureRequest, text_data: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """conftest's text_data (blocks of 4), and the same corpus a document a record: every text
+    pipeline test reads both layouts."""
     from conftest import convert_text_data
 
+    if request.param == 4:
+        return text_data  # the session's, not converted again
     return convert_text_data(tmp_path_factory, docs_per_record=request.param)
 
 
