@@ -144,6 +144,7 @@ def test_the_default_run_s_report_renders_offline_in_a_real_browser(tmp_path: Pa
             "ablation": [],  # a bar only for a measurable effect (its words are glyph paths)
         }[name]
         assert all(colour in chart for colour in wanted), name
+        assert chart.count("<path") + chart.count("<rect") > 5, name  # not empty axes
     assert "<td>image_size</td>" in dom and "<td>shuffle_buffer</td>" in dom  # the spec table
 
     # What it showed: the banner in its verdict's colour at the top, and the page not blank.
