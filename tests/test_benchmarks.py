@@ -44,8 +44,9 @@ def test_bench_convert_text_smoke(capsys, vocab_txt: Path) -> None:
     last = capsys.readouterr().out.splitlines()[-1]
     assert "worst ours/best =" in last and "ours/(a) =" in last
     for result in results:  # the headline is against the faster of the two references
-        strongest = max(result.ceiling_tok_s, result.threads_tok_s or 0)
-        assert result.ours_vs_strongest == result.ours_tok_s / strongest
+        assert result.ours_vs_strongest <= result.ours_vs_ceiling
+    worst = min(r.ours_vs_strongest for r in results)
+    assert f"worst ours/best = {worst:.2f}x" in last
     assert all(r.tokenizer == "wordpiece" for r in results)
     (bpe,) = bench.main(  # a vocabulary trained by the benchmark (BPE: HF, in this process)
         ["--mb", "0.2", "--rounds", "1", "--vocab-size", "300", "--bpe", "--lengths", "medium"]

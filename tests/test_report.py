@@ -98,7 +98,7 @@ def test_stage_settings_are_what_tensorflow_traced(image_data: Path, tmp_path: P
     ).with_changes(repeat=True, cycle_length=3)
     settings = trace_stage_settings(feedgpu.build_pipeline(spec), logdir=str(tmp_path))
     assert settings is not None and "profiler trace" in settings.source
-    last = {s.path.rsplit("::", 1)[-1]: s for s in settings.stages}  # each stage by its own name
+    last = {s.stage: s for s in settings.stages}  # each stage by its own name
     (interleave,) = [s for name, s in last.items() if "Interleave" in name]
     assert interleave.settings["cycle_length"] == spec.cycle_length
     assert last["ParallelBatch"].settings["batch_size"] == spec.batch_size
