@@ -15,9 +15,11 @@ from typing import Any
 # tokens included) is stored in blocks, a record holding the documents that start within one
 # window of RECORD_IDS ids, at most RECORD_DOCS of them; longer documents one a record, as
 # format 2 stores them. Measured: blocks read short documents (~44 ids) faster from disk, and
-# medium (~312) and long ones slower (benchmarks/RESULTS.md, "Issue 28"). At ~83 and ~129 ids
-# blocks read equal cached, and lose a fresh pipeline's first epoch (RESULTS.md, "the 128-id
-# line"): the line is somewhat high, left until an A/B at ~100 ids.
+# medium (~312) and long ones slower (benchmarks/RESULTS.md, "Issue 28"). On 120 MB corpora
+# (RESULTS.md, "the 128-id line at 120 MB"), at ~83 ids blocks read 20-30% faster from disk and
+# no slower in the first epoch; at ~129 ids they are a trade (from disk ~10% faster, cached and
+# first epoch ~10% slower): the line sits where blocks stop paying. (At 30 MB they seemed to
+# lose the first epoch: a fixed start-up cost, in an epoch of 0.4 s.)
 SHORT_IDS = 128
 SAMPLE_DOCUMENTS = 256
 RECORD_IDS = 4096
