@@ -62,7 +62,7 @@ def stages(src: str, vocab: str, out: str) -> tuple[dict[str, float], int]:
     from feedgpu.converters.listing import SourceFile
     from feedgpu.converters.text.batches import Batch, Labels, iter_batches
     from feedgpu.converters.text.blocks import choose_per_record
-    from feedgpu.converters.text.examples import ExampleBuilder, route, route_key, splice_ids
+    from feedgpu.converters.text.examples import ExampleBuilder, route, route_key
     from feedgpu.converters.text.options import TextOptions, TextSource
     from feedgpu.converters.text.pieces import ChunkWriter
     from feedgpu.converters.text.sources import ReadOptions
@@ -90,14 +90,9 @@ def stages(src: str, vocab: str, out: str) -> tuple[dict[str, float], int]:
     tok.fast_ids(["é"], [False])
     took["tokenizer graph"], fast = _best(lambda: [tok.fast_ids(b.texts, b.plain) for b in batches])
 
-    def redo() -> list[tuple[Any, Any]]:
-        done = []
-        for batch, (values, lengths, odd) in zip(batches, fast, strict=True):  # as _tokenize
-            exact = tok.exact_ids([batch.texts[i] for i in odd]) if odd else []
-            done.append(splice_ids(values, lengths, odd, exact) if odd else (values, lengths))
-        return done
-
-    took["redo odd texts"], ids = _best(redo)
+    took["redo odd texts"], ids = _best(
+        lambda: [tok.redo(b.texts, *found) for b, found in zip(batches, fast, strict=True)]
+    )
     key = route_key(0)
     doc_ids = [tf.constant(b.doc_ids) for b in batches]
     took["route"], _ = _best(lambda: [route(n, key) for n in doc_ids])

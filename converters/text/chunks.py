@@ -35,7 +35,6 @@ from feedgpu.converters.text.examples import (
     per_text_ids,
     route,
     route_key,
-    splice_ids,
 )
 from feedgpu.converters.text.parity import compare_paths
 from feedgpu.converters.text.pieces import (
@@ -135,18 +134,15 @@ class TextRunner(ShardStage):
     def _tokenize(
         self, texts: list[str], fast: bool, plain: list[bool] | None = None
     ) -> tuple[Any, Any]:
-        """Ids of texts without special tokens, concatenated (int64 numpy); each text's count.
+        """Ids of texts without special tokens, concatenated (int64 numpy); each text's count:
+        HF's alone, or the fast path's with its doubtful texts redone (`TextTokenizer.ids`).
 
         plain: which texts are known to be plain (`Document.plain`), if known.
         """
-
         if not fast:
             with self._hf_lock:
                 return flat_ids(self.tok.encode_reference(texts))
-        values, lengths, redo = self.tok.fast_ids(texts, plain)
-        if not redo:
-            return values, lengths
-        return splice_ids(values, lengths, redo, self.tok.exact_ids([texts[i] for i in redo]))
+        return self.tok.ids(texts, plain)
 
     def check_parity(self) -> None:
         """Fast path vs HF on the first documents; any difference and HF is used throughout."""

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from feedgpu.converters.text.examples import per_text_ids
+from feedgpu.converters.text.examples import per_text_ids, splice_ids
 from feedgpu.converters.text.redo import cleared_in_graph, needs_reference, word_runs
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import PAD_TOKENS, pad_token_id
@@ -172,6 +172,21 @@ class TextTokenizer:
             parts = [np.asarray(next(runs_ids[is_odd]), np.int64) for is_odd, _ in text_runs]
             out.append(np.concatenate(parts) if parts else np.zeros(0, np.int64))
         return out
+
+    def ids(self, texts: Sequence[str], plain: Sequence[bool] | None = None) -> tuple[Any, Any]:
+        """HF's ids of texts (no special tokens), concatenated (int64 numpy), and each text's
+        count: the fast path's, with the texts it may get wrong redone (`redo`).
+
+        plain: which texts are known to be plain (`Document.plain`), if known.
+        """
+        values, lengths, unsure = self.fast_ids(texts, plain)
+        return self.redo(texts, values, lengths, unsure)
+
+    def redo(self, texts: Sequence[str], values: Any, lengths: Any, unsure: list[int]) -> Any:
+        """The fast path's (values, lengths) of texts with texts `unsure` given HF's ids."""
+        if not unsure:
+            return values, lengths
+        return splice_ids(values, lengths, unsure, self.exact_ids([texts[i] for i in unsure]))
 
     def fast(self) -> Any:
         """The tensorflow-text FastBertTokenizer for this vocabulary (imports TensorFlow)."""
