@@ -98,6 +98,37 @@ def test_docs_per_record_auto_stores_short_documents_in_blocks(tmp_path: Path) -
         TextOptions(tokenizer="vocab.txt", pack=16, docs_per_record=4)
 
 
+def test_a_chunk_of_another_layout_is_redone_not_reused(tmp_path: Path) -> None:
+    """auto decides the layout again on each run: a chunk finished under another layout (or
+    by a version whose marker does not say) must not join this run's records."""
+    from feedgpu.convert.run_options import RunOptions
+    from feedgpu.converters.text.convert import plan_text_dataset
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.jsonl").write_text(
+        "".join(json.dumps({"text": f"a cat {i}"}) + "\n" for i in range(40))
+    )
+    out, run = str(tmp_path / "out"), RunOptions(quiet=True)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "cat", "1", "2"]) + "\n")
+
+    def runner(per_record: int | None):  # a conversion of this folder into out, planned
+        options = TextOptions(tokenizer=str(vocab), docs_per_record=per_record)
+        return plan_text_dataset(str(src), out, options, run)[1]
+
+    auto = runner(None)
+    assert auto.per_record is None  # short documents: blocks by size
+    auto.run_chunk(0, lambda items, measured: None, run)
+    assert auto._chunk_info(0) is not None and runner(None)._chunk_info(0) is not None
+    assert runner(1)._chunk_info(0) is None and runner(4)._chunk_info(0) is None
+    marker = Path(auto._marker(0))
+    info = json.loads(marker.read_text())
+    del info["docs_per_record"]  # as an older feedgpu wrote it
+    marker.write_text(json.dumps(info))
+    assert runner(None)._chunk_info(0) is None
+
+
 def test_tfds_reads_text_dataset(tmp_path: Path, text_folder: Path) -> None:
     """TFDS reads both layouts: blocks (an example a record, its features lists, the README's
     recipe gives documents) and one document a record (with (ids, label) pairs)."""
@@ -497,7 +528,9 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
     monkeypatch.setattr(TextTokenizer, "fast_ids", wrong_fast_ids)
     monkeypatch.setattr(TextRunner, "check_parity", late_parity)
     out = tmp_path / "out"
-    convert_text(str(src), str(out), TextOptions(tokenizer=str(tmp_path / "vocab.txt")), quiet=True)
+    # A document a record: auto's sample of the first documents would take the fast path too.
+    options = TextOptions(tokenizer=str(tmp_path / "vocab.txt"), docs_per_record=1)
+    convert_text(str(src), str(out), options, quiet=True)
     manifest = read_manifest(str(out)).to_json()
     assert before_verdict == 1500  # all of it on the fast path first, then all redone
     assert manifest["tokenizer"]["path"] == "hf"
