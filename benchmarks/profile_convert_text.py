@@ -180,9 +180,12 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
                 print(f"  {stage:<30}{seconds:>8.3f} s  {seconds / graph:>6.2f}x the graph")
             other = sum(took.values()) - graph
             print(f"  {'all but the graph':<30}{other:>8.3f} s  {other / graph:>6.2f}x the graph")
-            # What no stage alone shows: threads handing the GIL and batches to each other,
-            # the parity sample, planning, assembling shards (the conversion's CPU less the
-            # stages').
+            # What no stage alone shows (the conversion's CPU less the stages'): threads
+            # handing the GIL and batches to each other, and what grows with the corpus in
+            # planning, the parity sample and assembling shards (the fixed row is a
+            # one-document corpus's). Not the graph on two threads at once: (a') costs no
+            # more CPU than the graph on one (benchmarks/RESULTS.md, "Issue 29, measured by
+            # CPU").
             rest = wall * cores - sum(took.values())
             print(f"  {'in no stage':<30}{rest:>8.3f} s  {rest / graph:>6.2f}x the graph")
             print(

@@ -98,35 +98,68 @@ def test_docs_per_record_auto_stores_short_documents_in_blocks(tmp_path: Path) -
         TextOptions(tokenizer="vocab.txt", pack=16, docs_per_record=4)
 
 
-def test_a_chunk_of_another_layout_is_redone_not_reused(tmp_path: Path) -> None:
-    """auto decides the layout again on each run: a chunk finished under another layout (or
-    by a version whose marker does not say) must not join this run's records."""
-    from feedgpu.convert.run_options import RunOptions
-    from feedgpu.converters.text.convert import plan_text_dataset
+def test_auto_s_sample_counts_hf_s_ids_where_the_fast_path_may_differ(tmp_path: Path) -> None:
+    """The layout's sample goes through the fast path, but texts it may get wrong count HF's
+    ids: a word over tensorflow-text's 100-byte limit (one [UNK] there, 60 ids in HF), "…"
+    (three ids under NFKD, one in HF)."""
+    from feedgpu.converters.listing import SourceFile
+    from feedgpu.converters.text.convert import _mean_ids
+    from feedgpu.converters.text.options import TextSource
+    from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "cat", ".", "…", "ก", "##ก"]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    texts = ["a cat", "ก" * 60, "a cat…", "cat " * 40] * 20
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    options = TextOptions(tokenizer=str(tmp_path / "vocab.txt"))
+    tok = load_tokenizer(TokenizerSpec.parse(options.tokenizer))
+    assert tok.fast_capable
+    sources = [TextSource(SourceFile("a.jsonl", str(tmp_path / "a.jsonl"), 0, 0), None, None)]
+    hf = [len(ids) + 2 for ids in tok.encode_reference(texts)]
+    fast = tok.fast_ids(texts)[1] + 2
+    assert sum(fast) != sum(hf)  # the fast path alone would count otherwise
+    assert _mean_ids(sources, options, tok) == pytest.approx(sum(hf) / len(hf))
+
+
+def test_an_interrupted_run_of_another_layout_is_discarded_not_mixed(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """auto decides the layout anew on each run: what a run that decided otherwise left (an
+    older feedgpu's rule) must not join this run's records, shards or chunks. The recorded
+    options say which it chose (blocks record docs_per_record "auto"), so the run is another."""
+    from feedgpu.converters.text import convert as text_convert
+    from feedgpu.converters.text.pieces import PieceShardBody
 
     src = tmp_path / "src"
     src.mkdir()
-    (src / "a.jsonl").write_text(
-        "".join(json.dumps({"text": f"a cat {i}"}) + "\n" for i in range(40))
-    )
-    out, run = str(tmp_path / "out"), RunOptions(quiet=True)
+    lines = [json.dumps({"text": f"a cat {i % 3}"}) for i in range(400)]
+    (src / "a.jsonl").write_text("\n".join(lines) + "\n")
     vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "cat", "1", "2"]) + "\n")
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "cat", "0", "1"]) + "\n")
+    options = TextOptions(tokenizer=str(vocab), num_shards=3)
+    out = tmp_path / "out"
+    real_call, assembled = PieceShardBody.__call__, []
 
-    def runner(per_record: int | None):  # a conversion of this folder into out, planned
-        options = TextOptions(tokenizer=str(vocab), docs_per_record=per_record)
-        return plan_text_dataset(str(src), out, options, run)[1]
+    def one_shard_then_killed(self, task, sink, progress):
+        if assembled:
+            raise KeyboardInterrupt  # as if killed after the first shard
+        assembled.append(task.filename)
+        return real_call(self, task, sink, progress)
 
-    auto = runner(None)
-    assert auto.per_record is None  # short documents: blocks by size
-    auto.run_chunk(0, lambda items, measured: None, run)
-    assert auto._chunk_info(0) is not None and runner(None)._chunk_info(0) is not None
-    assert runner(1)._chunk_info(0) is None and runner(4)._chunk_info(0) is None
-    marker = Path(auto._marker(0))
-    info = json.loads(marker.read_text())
-    del info["docs_per_record"]  # as an older feedgpu wrote it
-    marker.write_text(json.dumps(info))
-    assert runner(None)._chunk_info(0) is None
+    with monkeypatch.context() as patch:  # a run whose rule chose a document a record
+        patch.setattr(text_convert, "choose_per_record", lambda mean: 1)
+        patch.setattr(PieceShardBody, "__call__", one_shard_then_killed)
+        with pytest.raises(KeyboardInterrupt):
+            convert_text(str(src), str(out), options, quiet=True)
+    assert (out / assembled[0]).exists()  # a finished shard of the other layout was left
+    convert_text(str(src), str(out), options, quiet=True)  # auto: blocks
+    clean = tmp_path / "clean"
+    convert_text(str(src), str(clean), options, quiet=True)
+    assert read_manifest(str(out)).schema.blocks
+    names = sorted(p.name for p in clean.iterdir())
+    assert names == sorted(p.name for p in out.iterdir())
+    for name in names:
+        assert (out / name).read_bytes() == (clean / name).read_bytes(), name
 
 
 def test_tfds_reads_text_dataset(tmp_path: Path, text_folder: Path) -> None:
@@ -514,7 +547,8 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
 
     def wrong_fast_ids(self, texts, plain=None):  # a fast path that disagrees with HF
         nonlocal before_verdict
-        if not chunk_done.is_set():
+        # Counted on the tokenizer threads: planning's sample (auto's layout) is not the chunk.
+        if not chunk_done.is_set() and threading.current_thread() is not threading.main_thread():
             before_verdict += len(texts)
             if before_verdict >= 1500:
                 chunk_done.set()
@@ -528,9 +562,7 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
     monkeypatch.setattr(TextTokenizer, "fast_ids", wrong_fast_ids)
     monkeypatch.setattr(TextRunner, "check_parity", late_parity)
     out = tmp_path / "out"
-    # A document a record: auto's sample of the first documents would take the fast path too.
-    options = TextOptions(tokenizer=str(tmp_path / "vocab.txt"), docs_per_record=1)
-    convert_text(str(src), str(out), options, quiet=True)
+    convert_text(str(src), str(out), TextOptions(tokenizer=str(tmp_path / "vocab.txt")), quiet=True)
     manifest = read_manifest(str(out)).to_json()
     assert before_verdict == 1500  # all of it on the fast path first, then all redone
     assert manifest["tokenizer"]["path"] == "hf"

@@ -77,8 +77,6 @@ class TextRunner(ShardStage):
         self.labels = Labels(fractions, {name: i for i, name in enumerate(plan.label_names)})
         before, after = (list(ids) for ids in plan.tokenizer.special_ids)
         self.before, self.after = before, after
-        # Documents a record holds (None: blocks by size), as decided for this run.
-        self.per_record = options.docs_per_record if options.blocks else 1
         self.examples: ExampleBuilder | None = None  # one example per document: built in-graph
         if options.stride is None and options.pack is None:
             self.examples = ExampleBuilder(
@@ -87,7 +85,7 @@ class TextRunner(ShardStage):
                 options.max_length,
                 tokenizer.unk_id,
                 bool(plan.label_names),
-                self.per_record,
+                options.docs_per_record if options.blocks else 1,
             )
         self.work = storage.join(plan.out_dir, WORK_DIR)
         self.schema = plan.schema  # the in-graph examples are checked against it too
@@ -302,7 +300,6 @@ class TextRunner(ShardStage):
         info = {
             "format": CHUNK_FORMAT,
             "tokenizer": self.tok.identity,
-            "docs_per_record": self.per_record,
             "pieces": pieces,
             "tokens": tokens,
             "skips": [asdict(s) for s in skips],
@@ -323,10 +320,7 @@ class TextRunner(ShardStage):
         except ValueError:
             return None
         same = info.get("tokenizer") == self.tok.identity and info.get("format") == CHUNK_FORMAT
-        # auto decides the layout again each run: a chunk of another (or of a marker that does
-        # not say) would mix records of two layouts in one dataset.
-        same = same and info.get("docs_per_record", "unknown") == self.per_record
-        return info if same else None  # a chunk from another tokenizer, version or layout: redone
+        return info if same else None  # a chunk from another tokenizer or version: redone
 
     def run(self, run: RunOptions, on_progress: Progress) -> StageOutput:
         """Tokenize every chunk not finished by an earlier run (on Beam workers when `run`

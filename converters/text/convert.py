@@ -183,10 +183,12 @@ def _mean_ids(
     batches, and stopped as soon as the mean is known to be over SHORT_IDS (a corpus of books
     is not held in memory).
 
-    By the fast path where there is one: its graph is built for the conversion anyway, and HF
-    took 35-69 ms of planning here on medium, long and real-like corpora (benchmarks/RESULTS.md,
-    "the layout's sample"). Its counts can differ from HF's on odd texts, by a token or so: the
-    mean decides a layout, any deterministic choice near the line is as good.
+    By the fast path where there is one (`TextTokenizer.ids`: HF's ids, with HF taking only
+    the texts the fast path may get wrong): its graph is built for the conversion anyway, and
+    HF alone took 35-69 ms of planning on medium, long and real-like corpora
+    (benchmarks/RESULTS.md, "the layout's sample"). Should the parity check find later that
+    the fast path is wrong for this vocabulary (a normaliser setting it does not model), the
+    layout was chosen from its counts: a choice of speed, never of the ids stored.
     """
     import numpy as np
 
@@ -198,7 +200,7 @@ def _mean_ids(
     def tokenize() -> None:
         nonlocal count, total
         if tokenizer.fast_capable:
-            lengths = tokenizer.fast_ids(texts)[1]
+            lengths = tokenizer.ids(texts)[1]
         else:
             lengths = np.asarray([len(ids) for ids in tokenizer.encode_reference(texts)])
         total += int(np.minimum(lengths + extra, limit).sum())

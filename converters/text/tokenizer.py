@@ -182,7 +182,9 @@ class TextTokenizer:
         values, lengths, unsure = self.fast_ids(texts, plain)
         return self.redo(texts, values, lengths, unsure)
 
-    def redo(self, texts: Sequence[str], values: Any, lengths: Any, unsure: list[int]) -> Any:
+    def redo(
+        self, texts: Sequence[str], values: Any, lengths: Any, unsure: list[int]
+    ) -> tuple[Any, Any]:
         """The fast path's (values, lengths) of texts with texts `unsure` given HF's ids."""
         if not unsure:
             return values, lengths
