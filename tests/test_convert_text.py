@@ -98,10 +98,16 @@ def test_docs_per_record_auto_stores_short_documents_in_blocks(tmp_path: Path) -
         TextOptions(tokenizer="vocab.txt", pack=16, docs_per_record=4)
 
 
-def test_auto_s_sample_counts_hf_s_ids_where_the_fast_path_may_differ(tmp_path: Path) -> None:
-    """The layout's sample goes through the fast path, but texts it may get wrong count HF's
-    ids: a word over tensorflow-text's 100-byte limit (one [UNK] there, 60 ids in HF), "…"
-    (three ids under NFKD, one in HF)."""
+def test_auto_s_sample_counts_hf_s_ids_and_a_finished_run_needs_no_tensorflow(
+    tmp_path: Path,
+) -> None:
+    """The layout's sample counts HF's ids, which the fast path's differ from (a word over
+    tensorflow-text's 100-byte limit is one [UNK] there, 60 ids in HF; "…" three ids under
+    NFKD, one in HF); and re-running a finished conversion decides it without building the
+    fast graph, so without importing TensorFlow."""
+    import subprocess
+    import sys
+
     from feedgpu.converters.listing import SourceFile
     from feedgpu.converters.text.convert import _mean_ids
     from feedgpu.converters.text.options import TextSource
@@ -110,15 +116,27 @@ def test_auto_s_sample_counts_hf_s_ids_where_the_fast_path_may_differ(tmp_path: 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "cat", ".", "…", "ก", "##ก"]
     (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
     texts = ["a cat", "ก" * 60, "a cat…", "cat " * 40] * 20
-    (tmp_path / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
     options = TextOptions(tokenizer=str(tmp_path / "vocab.txt"))
     tok = load_tokenizer(TokenizerSpec.parse(options.tokenizer))
     assert tok.fast_capable
-    sources = [TextSource(SourceFile("a.jsonl", str(tmp_path / "a.jsonl"), 0, 0), None, None)]
+    sources = [TextSource(SourceFile("a.jsonl", str(src / "a.jsonl"), 0, 0), None, None)]
     hf = [len(ids) + 2 for ids in tok.encode_reference(texts)]
     fast = tok.fast_ids(texts)[1] + 2
-    assert sum(fast) != sum(hf)  # the fast path alone would count otherwise
+    assert sum(fast) != sum(hf)  # the fast path would count otherwise
     assert _mean_ids(sources, options, tok) == pytest.approx(sum(hf) / len(hf))
+    out = tmp_path / "out"
+    convert_text(str(src), str(out), options, quiet=True)
+    again = (
+        "import sys; from feedgpu import convert_text; from feedgpu.converters.text.convert "
+        f"import TextOptions; done = convert_text({str(src)!r}, {str(out)!r}, "
+        f"TextOptions(tokenizer={options.tokenizer!r}), quiet=True).already_done; "
+        "print(done, 'tensorflow' in sys.modules)"
+    )
+    found = subprocess.run([sys.executable, "-c", again], capture_output=True, text=True)
+    assert found.stdout.split() == ["True", "False"], found.stderr[-2000:]
 
 
 def test_an_interrupted_run_of_another_layout_is_discarded_not_mixed(
@@ -547,8 +565,7 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
 
     def wrong_fast_ids(self, texts, plain=None):  # a fast path that disagrees with HF
         nonlocal before_verdict
-        # Counted on the tokenizer threads: planning's sample (auto's layout) is not the chunk.
-        if not chunk_done.is_set() and threading.current_thread() is not threading.main_thread():
+        if not chunk_done.is_set():
             before_verdict += len(texts)
             if before_verdict >= 1500:
                 chunk_done.set()

@@ -183,15 +183,11 @@ def _mean_ids(
     batches, and stopped as soon as the mean is known to be over SHORT_IDS (a corpus of books
     is not held in memory).
 
-    By the fast path where there is one (`TextTokenizer.ids`: HF's ids, with HF taking only
-    the texts the fast path may get wrong): its graph is built for the conversion anyway, and
-    HF alone took 35-69 ms of planning on medium, long and real-like corpora
-    (benchmarks/RESULTS.md, "the layout's sample"). Should the parity check find later that
-    the fast path is wrong for this vocabulary (a normaliser setting it does not model), the
-    layout was chosen from its counts: a choice of speed, never of the ids stored.
+    By HF, not the fast graph: the graph would be built here, before the run knows whether the
+    dataset is already complete, and re-running a complete conversion then imported
+    TensorFlow to decide a layout it did not need (2.8 s instead of 0.09; benchmarks/
+    RESULTS.md, "the layout's sample").
     """
-    import numpy as np
-
     extra = sum(map(len, tokenizer.special_ids())) if options.special else 0
     limit = options.max_length or 1 << 62
     count = total = 0
@@ -199,11 +195,8 @@ def _mean_ids(
 
     def tokenize() -> None:
         nonlocal count, total
-        if tokenizer.fast_capable:
-            lengths = tokenizer.ids(texts)[1]
-        else:
-            lengths = np.asarray([len(ids) for ids in tokenizer.encode_reference(texts)])
-        total += int(np.minimum(lengths + extra, limit).sum())
+        for ids in tokenizer.encode_reference(texts):
+            total += min(len(ids) + extra, limit)
         count += len(texts)
         texts.clear()
 
@@ -215,8 +208,7 @@ def _mean_ids(
                 tokenize()
             if count >= SAMPLE_DOCUMENTS or total > SHORT_IDS * SAMPLE_DOCUMENTS:
                 return total / count  # the file is closed as its reader is dropped
-    if texts:
-        tokenize()
+    tokenize()
     return total / count if count else None
 
 
