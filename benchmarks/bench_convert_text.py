@@ -90,10 +90,11 @@ def run_ceiling(tokenizer, docs: list[str]) -> tuple[float, int]:
     return tokens / (time.perf_counter() - start), tokens
 
 
-def run_threads(tokenizer, docs: list[str]) -> float:
-    """The same fast WordPiece graph called from one Python thread a core, no tf.data: batches
-    of 512 made into tensors and tokenized on the threads. Reported beside (a): measured here,
-    tf.data's batching and per-element machinery cost it about a third of this rate."""
+def run_threads(tokenizer, docs: list[str], threads: int | None = None) -> float:
+    """The same fast WordPiece graph called from one Python thread a core (or `threads`), no
+    tf.data: batches of 512 made into tensors and tokenized on the threads. Reported beside
+    (a): measured here, tf.data's batching and per-element machinery cost it about a third of
+    this rate."""
     from concurrent.futures import ThreadPoolExecutor
 
     import tensorflow as tf
@@ -107,7 +108,7 @@ def run_threads(tokenizer, docs: list[str]) -> float:
     )
     graph(tf.constant(docs[:8]))  # traced before the clock, as tf.data's map is not
     start = time.perf_counter()
-    with ThreadPoolExecutor(default_workers()) as pool:
+    with ThreadPoolExecutor(threads or default_workers()) as pool:
         counts = pool.map(
             lambda i: int(graph(tf.constant(docs[i : i + 512]))), range(0, len(docs), 512)
         )
@@ -134,17 +135,14 @@ def run_plain(tokenizer, docs: list[str], out_dir: str) -> float:
     return time.perf_counter() - start
 
 
-def run_ours(src: str, out_dir: str, tokenizer_arg: str) -> tuple[float, int]:
-    """Seconds (c) takes, and the ids it stored (special tokens included)."""
-    from feedgpu import read_manifest
+def run_ours(src: str, out_dir: str, tokenizer_arg: str) -> float:
+    """Seconds (c) takes."""
     from feedgpu.converters.text.convert import TextOptions, convert_text
 
     shutil.rmtree(out_dir, ignore_errors=True)
     start = time.perf_counter()
     convert_text(src, out_dir, TextOptions(tokenizer=tokenizer_arg), quiet=True)
-    seconds = time.perf_counter() - start
-    text = read_manifest(out_dir).text
-    return seconds, text.tokens if text else 0
+    return time.perf_counter() - start
 
 
 def _learn_vocabulary(args: argparse.Namespace, kind: str, tmp: str) -> None:
@@ -179,7 +177,7 @@ def _measure(args, profile: str, tmp: str, tokenizer_arg: str, tok, kind: str, t
         ceiling, tokens = run_ceiling(tok, docs)  # the corpus's tokens: every rate's unit
         rates["ceiling"].append(ceiling)
         rates["plain"].append(tokens / run_plain(tok, docs, tmp))
-        rates["ours"].append(tokens / run_ours(src, os.path.join(tmp, "out"), tokenizer_arg)[0])
+        rates["ours"].append(tokens / run_ours(src, os.path.join(tmp, "out"), tokenizer_arg))
         if tok.fast_capable:
             rates["threads"].append(run_threads(tok, docs))
         ours = rates["ours"][-1]
