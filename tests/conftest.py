@@ -254,3 +254,10 @@ def _no_amx_detected(monkeypatch: pytest.MonkeyPatch) -> None:
     no AMX were found) so what a test expects never depends on the host's CPU; the rule's every
     branch is tested on its own (test_bench.py: test_precision_rule_has_a_case_for_each_branch)."""
     monkeypatch.setattr("feedgpu.bench.device._cpu_has_amx_bf16", lambda: False)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _models_kept_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Tokenizer models built during the suite are kept in its tmp folder (CLI children inherit
+    it), never in the user's cache (`fast_models.cache_dir`)."""
+    os.environ["FEEDGPU_CACHE_DIR"] = str(tmp_path_factory.mktemp("model-cache"))

@@ -145,3 +145,14 @@ def test_trace_step_marks_a_step_that_xspace_reads_back(tmp_path) -> None:
     assert marks, "no train event in the trace"
     assert all(m.get("step_num") == 3 for m in marks)
     assert all(m.get("_r") == 1 for m in marks), _gone("Trace(..., _r=1)", "trace_step")
+
+
+def test_tensorflow_text_s_model_builders_make_model_bytes() -> None:
+    from feedgpu.tf_private import fast_model_builders
+
+    try:
+        wordpiece, normalizer = fast_model_builders()
+    except ImportError:
+        pytest.fail(_gone("tensorflow_text.core.pybinds model builders", "fast_model_builders"))
+    assert len(wordpiece(["[UNK]", "a", "##b"], 100, "##", "[UNK]", False, False)) > 0
+    assert len(normalizer(True)) > 0

@@ -197,18 +197,16 @@ class TextTokenizer:
 
     def _build_fast(self) -> Any:
         if self._fast is None:
-            import tensorflow as tf
-            import tensorflow_text as tf_text
+            from feedgpu.converters.text.fast_models import fast_bert_tokenizer
 
             vocab = [t for t, _ in sorted(self.hf.get_vocab().items(), key=lambda kv: kv[1])]
             model = self.config["model"]
-            self._fast = tf_text.FastBertTokenizer(
-                vocab=vocab,
-                suffix_indicator=model.get("continuing_subword_prefix", "##"),
-                max_bytes_per_word=model.get("max_input_chars_per_word", 100),
-                token_out_type=tf.int64,
-                unknown_token=model.get("unk_token", "[UNK]"),
-                lower_case_nfd_strip_accents=self.lowercase,
+            self._fast = fast_bert_tokenizer(
+                vocab,
+                suffix=model.get("continuing_subword_prefix", "##"),
+                max_bytes=model.get("max_input_chars_per_word", 100),
+                unknown=model.get("unk_token", "[UNK]"),
+                lowercase=self.lowercase,
             )
         return self._fast
 
