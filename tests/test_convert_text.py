@@ -98,6 +98,39 @@ def test_docs_per_record_auto_stores_short_documents_in_blocks(tmp_path: Path) -
         TextOptions(tokenizer="vocab.txt", pack=16, docs_per_record=4)
 
 
+def test_auto_s_sample_stops_once_documents_are_known_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Long documents decide the layout after a few dozen (batches of 4, 8, 16...: their ids
+    alone put the sample's mean over SHORT_IDS); short ones are counted in full."""
+    from feedgpu.converters.listing import SourceFile
+    from feedgpu.converters.text.blocks import SAMPLE_DOCUMENTS, SHORT_IDS, choose_per_record
+    from feedgpu.converters.text.convert import _mean_ids
+    from feedgpu.converters.text.options import TextSource
+    from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
+
+    (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "cat"]))
+    options = TextOptions(tokenizer=str(tmp_path / "vocab.txt"))
+    tok = load_tokenizer(TokenizerSpec.parse(options.tokenizer))
+    seen: list[int] = []
+    real = tok.encode_reference
+    monkeypatch.setattr(
+        tok, "encode_reference", lambda texts: seen.append(len(texts)) or real(texts)
+    )
+    for words, expected in ((2000, None), (30, 32.0)):
+        path = tmp_path / f"{words}.jsonl"
+        path.write_text((json.dumps({"text": "cat " * words}) + "\n") * 400)
+        sources = [TextSource(SourceFile(path.name, str(path), 0, 0), None, None)]
+        seen.clear()
+        mean = _mean_ids(sources, options, tok)
+        if expected is None:  # 2,002 ids a document: 17 decide (over 128 x 256 ids), in 4+8+16
+            assert sum(seen) == 28 and mean == 2002 and choose_per_record(mean) == 1
+            assert sum(seen) * 2002 > SHORT_IDS * SAMPLE_DOCUMENTS
+        else:
+            assert sum(seen) == SAMPLE_DOCUMENTS and mean == expected
+            assert choose_per_record(mean) is None
+
+
 def test_auto_s_sample_counts_hf_s_ids_and_a_finished_run_needs_no_tensorflow(
     tmp_path: Path,
 ) -> None:

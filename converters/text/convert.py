@@ -179,9 +179,11 @@ def _mean_ids(
     sources: list[TextSource], options: TextOptions, tokenizer: TextTokenizer
 ) -> float | None:
     """Ids a document of the corpus's first SAMPLE_DOCUMENTS averages, as stored (special
-    tokens included, truncated): what --docs-per-record auto decides by. Tokenized in small
-    batches, and stopped as soon as the mean is known to be over SHORT_IDS (a corpus of books
-    is not held in memory).
+    tokens included, truncated): what --docs-per-record auto decides by. Tokenized in batches
+    of 4, 8, 16, ... 64 documents, and stopped as soon as the mean is known to be over
+    SHORT_IDS: a corpus of books is not held in memory, and long documents decide after a few
+    dozen (at 64 from the first, planning a 50 MB corpus of ~2,300-token documents spent
+    0.13 s here, serially; benchmarks/RESULTS.md, "Issue 29, fourth session").
 
     By HF, not the fast graph: the graph would be built here, before the run knows whether the
     dataset is already complete, and re-running a complete conversion then imported
@@ -192,19 +194,21 @@ def _mean_ids(
     limit = options.max_length or 1 << 62
     count = total = 0
     texts: list[str] = []
+    batch = 4
 
     def tokenize() -> None:
-        nonlocal count, total
+        nonlocal count, total, batch
         for ids in tokenizer.encode_reference(texts):
             total += min(len(ids) + extra, limit)
         count += len(texts)
         texts.clear()
+        batch = min(64, 2 * batch, SAMPLE_DOCUMENTS - count)  # 4 + 8 + ... + 64 + 4: 256
 
     for source in sources:
         for doc in iter_documents(source.file, options.read):
             if isinstance(doc, Document):
                 texts.append(doc.text[: 64 * SHORT_IDS])  # enough to be over SHORT_IDS ids
-            if len(texts) == 64:
+            if len(texts) == batch:
                 tokenize()
             if count >= SAMPLE_DOCUMENTS or total > SHORT_IDS * SAMPLE_DOCUMENTS:
                 return total / count  # the file is closed as its reader is dropped
