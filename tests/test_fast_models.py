@@ -80,11 +80,44 @@ def test_another_vocabulary_or_setting_is_built_not_mistaken(
     assert builds == ["wordpiece", "normalizer", "wordpiece", "normalizer"]
 
 
-def test_a_damaged_kept_model_is_built_again(tmp_path: Path, builds: list[str]) -> None:
+@pytest.mark.parametrize(
+    "setting", [{"suffix": "@@"}, {"max_bytes": 5}, {"unknown": "[PAD]"}], ids=str
+)
+def test_each_wordpiece_setting_is_in_the_key(
+    tmp_path: Path, builds: list[str], setting: dict
+) -> None:
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    from feedgpu.converters.text.fast_models import fast_bert_tokenizer
+
+    args = {"suffix": "##", "max_bytes": 100, "unknown": "[UNK]", **setting}
+    vocab = [w.replace("##", args["suffix"]) for w in VOCAB]
+    fast_bert_tokenizer(VOCAB, "##", 100, "[UNK]", True)
+    fast = fast_bert_tokenizer(vocab, lowercase=True, **args)
+    assert builds == ["wordpiece", "normalizer", "wordpiece"]  # built anew, normaliser kept
+    reference = tf_text.FastBertTokenizer(
+        vocab=vocab,
+        suffix_indicator=args["suffix"],
+        max_bytes_per_word=args["max_bytes"],
+        unknown_token=args["unknown"],
+        token_out_type=tf.int64,
+        lower_case_nfd_strip_accents=True,
+    )
+    assert _ids(fast) == _ids(reference)
+
+
+@pytest.mark.parametrize("damage", ["a flipped byte", "cut short"])
+def test_a_damaged_kept_model_is_built_again(
+    tmp_path: Path, builds: list[str], damage: str
+) -> None:
     _tokenizer(tmp_path, VOCAB).fast()
     (kept,) = (tmp_path / "cache").rglob("wordpiece-*.fb")
     data = bytearray(kept.read_bytes())
-    data[len(data) // 2] ^= 0xFF
+    if damage == "cut short":
+        data = data[:20]
+    else:
+        data[len(data) // 2] ^= 0xFF
     kept.write_bytes(bytes(data))
     assert _ids(_tokenizer(tmp_path, VOCAB).fast()) == _reference(VOCAB, True)
     assert builds == ["wordpiece", "normalizer", "wordpiece"]
@@ -92,13 +125,19 @@ def test_a_damaged_kept_model_is_built_again(tmp_path: Path, builds: list[str]) 
     assert builds == ["wordpiece", "normalizer", "wordpiece"]
 
 
-def test_no_cache_or_an_unwritable_one_still_tokenizes(
+def test_no_cache_or_one_that_cannot_be_written_still_tokenizes(
     tmp_path: Path, builds: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Set but empty, a URL (models are read back locally only), a path under a file."""
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
-    for setting in ("", str(blocked / "cache")):  # set but empty: no cache at all
+    monkeypatch.chdir(tmp_path)
+    for setting in ("", "gs://bucket/cache", str(blocked / "cache")):
         monkeypatch.setenv("FEEDGPU_CACHE_DIR", setting)
         assert _ids(_tokenizer(tmp_path, VOCAB).fast()) == _reference(VOCAB, True)
-    assert builds == ["wordpiece", "normalizer"] * 2
-    assert list(tmp_path.rglob("*.fb")) == []
+    assert builds == ["wordpiece", "normalizer"] * 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", *_vocab_files(tmp_path)]
+
+
+def _vocab_files(tmp_path: Path) -> list[str]:
+    return sorted(p.name for p in tmp_path.glob("vocab-*.txt"))

@@ -2,35 +2,40 @@
 
 `FastBertTokenizer`, given a vocabulary, builds both models (flatbuffers) each time it is made,
 then copies each into a tensor through a Python list of its bytes. At the start of every
-conversion, with the GIL held, that took 0.5 s for an 8k vocabulary, 0.8 s for BERT's 30k and
-1.5 s for a 120k multilingual one (benchmarks/RESULTS.md, "Issue 29: the tokenizer's models").
-Here each model is built once, kept in the user's cache folder under a key of everything it
-depends on (tensorflow-text's version, the vocabulary, the settings), checked by its digest
-when read back, and made into a tensor from numpy.
+conversion, with the GIL held, that took about 0.5 s for an 8k or a 30k vocabulary and more for
+bigger ones (benchmarks/RESULTS.md, "Issue 29, fourth session"). Here each model is built once,
+kept in the user's cache folder under a key of everything it depends on (tensorflow-text's
+version, the vocabulary, the settings), checked by a digest of key and bytes when read back,
+and made into a tensor from numpy. Delete the folder to clear it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
-
-from feedgpu import storage
 
 logger = logging.getLogger(__name__)
 CACHE_ENV = "FEEDGPU_CACHE_DIR"
 
 
 def cache_dir() -> str | None:
-    """Where built models are kept: $FEEDGPU_CACHE_DIR (set but empty: nowhere), else
-    $XDG_CACHE_HOME/feedgpu, else ~/.cache/feedgpu."""
+    """Where built models are kept: $FEEDGPU_CACHE_DIR (set but empty, or a URL: nowhere),
+    else $XDG_CACHE_HOME/feedgpu, else ~/.cache/feedgpu. A local folder only: a model is read
+    back at every conversion's start."""
     if CACHE_ENV in os.environ:
-        return os.environ[CACHE_ENV] or None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "feedgpu")
+        folder = os.environ[CACHE_ENV]
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+        folder = os.path.join(base, "feedgpu")
+    if not folder or "://" in folder:
+        return None
+    return os.path.abspath(os.path.expanduser(folder))
 
 
 def fast_bert_tokenizer(
@@ -43,11 +48,33 @@ def fast_bert_tokenizer(
 
     from feedgpu.tf_private import fast_model_builders
 
-    build_wordpiece, build_normalizer = fast_model_builders()
+    try:
+        build_wordpiece, build_normalizer = fast_model_builders()
+    except (ImportError, AttributeError):  # tensorflow-text moved them: its own way, slower
+        return tf_text.FastBertTokenizer(
+            vocab=list(vocab),
+            suffix_indicator=suffix,
+            max_bytes_per_word=max_bytes,
+            token_out_type=tf.int64,
+            unknown_token=unknown,
+            lower_case_nfd_strip_accents=lowercase,
+        )
     version = tf_text.__version__
+    pretokenized = detokenizable = False  # FastBertTokenizer's defaults
     wordpiece = _kept(
-        ["wordpiece", version, list(vocab), suffix, max_bytes, unknown],
-        lambda: build_wordpiece(list(vocab), max_bytes, suffix, unknown, False, False),
+        [
+            "wordpiece",
+            version,
+            list(vocab),
+            suffix,
+            max_bytes,
+            unknown,
+            pretokenized,
+            detokenizable,
+        ],
+        lambda: build_wordpiece(
+            list(vocab), max_bytes, suffix, unknown, pretokenized, detokenizable
+        ),
     )
     normalizer = _kept(["normalizer", version, lowercase], lambda: build_normalizer(lowercase))
     return tf_text.FastBertTokenizer(
@@ -58,26 +85,40 @@ def fast_bert_tokenizer(
 
 
 def _kept(key: list[Any], build: Callable[[], bytes]) -> bytes:
-    """The model the key names: read from the cache folder if kept there intact, else built
-    (and kept, where the folder can be written)."""
+    """The model the key names: read from the cache folder if kept there intact (its digest,
+    of key and bytes, checks out), else built, and kept where the folder can be written."""
     folder = cache_dir()
     if folder is None:
         return bytes(build())
-    digest = hashlib.sha256(json.dumps(key, ensure_ascii=False).encode()).hexdigest()
-    path = os.path.join(folder, "tensorflow-text", f"{key[0]}-{digest[:32]}.fb")
+    named = json.dumps(key, ensure_ascii=False).encode()
+    path = os.path.join(folder, "tensorflow-text", f"{key[0]}-{_digest(named).hex()[:32]}.fb")
     try:
         with open(path, "rb") as f:
             kept = f.read()
-        body = kept[32:]
-        if hashlib.sha256(body).digest() == kept[:32]:
-            return body
+        if len(kept) > 32 and _digest(named, kept[32:]) == kept[:32]:
+            return kept[32:]
         logger.debug("%s: damaged, built again", path)
     except OSError:
         pass
     body = bytes(build())
+    tmp = None
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        storage.write_atomic(path, hashlib.sha256(body).digest() + body)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(_digest(named, body) + body)
+        os.replace(tmp, path)
     except OSError as e:  # a read-only home: built each time, as without a cache
         logger.debug("could not keep %s: %s", path, e)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
     return body
+
+
+def _digest(*parts: bytes) -> bytes:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.digest()
