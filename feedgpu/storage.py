@@ -6,11 +6,13 @@ scheme (gs://, s3://, hdfs://) is handed to `tf.io.gfile`, imported only then.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import shutil
 import tempfile
+import uuid
 from typing import IO, Any
 
 from feedgpu.errors import UsageError
@@ -158,18 +160,25 @@ def remove(path: str) -> None:
 
 
 def write_atomic(path: str, data: bytes, *, durable: bool = False) -> None:
-    """Write a whole small file under a temporary name, then rename it into place.
+    """Write a whole small file under a temporary name, then rename it into place. The name is
+    the writer's own (two threads of a process may write one path at once), and a write that
+    fails leaves it behind only if removing it fails too.
 
     Args:
         durable: fsync before the rename, so the file survives a power loss once it exists.
     """
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open_file(tmp, "wb") as f:
-        f.write(data)
-        if durable and not is_remote(path):
-            f.flush()
-            os.fsync(f.fileno())
-    replace(tmp, path)
+    tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        with open_file(tmp, "wb") as f:
+            f.write(data)
+            if durable and not is_remote(path):
+                f.flush()
+                os.fsync(f.fileno())
+        replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            remove(tmp)
+        raise
 
 
 def sync_files(paths: list[str]) -> None:

@@ -141,3 +141,19 @@ def test_no_cache_or_one_that_cannot_be_written_still_tokenizes(
 
 def _vocab_files(tmp_path: Path) -> list[str]:
     return sorted(p.name for p in tmp_path.glob("vocab-*.txt"))
+
+
+def test_without_tensorflow_text_s_builders_it_builds_its_own_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If a tensorflow-text release moves its model builders, conversions get slower, not
+    broken: FastBertTokenizer builds from the vocabulary, and nothing is kept."""
+    from feedgpu import tf_private
+
+    def gone() -> tuple:
+        raise ImportError("no pybinds")
+
+    monkeypatch.setenv("FEEDGPU_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(tf_private, "fast_model_builders", gone)
+    assert _ids(_tokenizer(tmp_path, VOCAB).fast()) == _reference(VOCAB, True)
+    assert not (tmp_path / "cache").exists()

@@ -149,3 +149,27 @@ def test_heap_is_frozen_during_a_conversion_and_as_found_after(
     finally:
         gc.unfreeze()
     assert dataset_bytes(tmp_path / "a") == dataset_bytes(tmp_path / "b")
+
+
+def test_an_atomic_write_that_fails_leaves_no_temporary_and_names_are_the_writer_s(
+    tmp_path: Path,
+) -> None:
+    import threading
+
+    from feedgpu import storage
+
+    (tmp_path / "taken").mkdir()  # a folder where the file should go: the rename fails
+    with pytest.raises(OSError):
+        storage.write_atomic(str(tmp_path / "taken"), b"data")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+    # Two threads writing one path at once: each through its own temporary, one wins whole.
+    writes = [
+        threading.Thread(target=storage.write_atomic, args=(str(tmp_path / "f"), d))
+        for d in (b"a" * 100_000, b"b" * 100_000)
+    ]
+    for t in writes:
+        t.start()
+    for t in writes:
+        t.join()
+    assert (tmp_path / "f").read_bytes() in (b"a" * 100_000, b"b" * 100_000)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f", "taken"]

@@ -11,14 +11,14 @@ and made into a tensor from numpy. Delete the folder to clear it.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from feedgpu import storage
 
 logger = logging.getLogger(__name__)
 CACHE_ENV = "FEEDGPU_CACHE_DIR"
@@ -60,22 +60,10 @@ def fast_bert_tokenizer(
             lower_case_nfd_strip_accents=lowercase,
         )
     version = tf_text.__version__
-    pretokenized = detokenizable = False  # FastBertTokenizer's defaults
-    wordpiece = _kept(
-        [
-            "wordpiece",
-            version,
-            list(vocab),
-            suffix,
-            max_bytes,
-            unknown,
-            pretokenized,
-            detokenizable,
-        ],
-        lambda: build_wordpiece(
-            list(vocab), max_bytes, suffix, unknown, pretokenized, detokenizable
-        ),
-    )
+    # vocab, max_bytes_per_word, suffix_indicator, unknown_token, no_pretokenization and
+    # support_detokenization (FastBertTokenizer's defaults for the last two)
+    args = [list(vocab), max_bytes, suffix, unknown, False, False]
+    wordpiece = _kept(["wordpiece", version, *args], lambda: build_wordpiece(*args))
     normalizer = _kept(["normalizer", version, lowercase], lambda: build_normalizer(lowercase))
     return tf_text.FastBertTokenizer(
         token_out_type=tf.int64,
@@ -101,18 +89,11 @@ def _kept(key: list[Any], build: Callable[[], bytes]) -> bytes:
     except OSError:
         pass
     body = bytes(build())
-    tmp = None
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(_digest(named, body) + body)
-        os.replace(tmp, path)
+        storage.write_atomic(path, _digest(named, body) + body)
     except OSError as e:  # a read-only home: built each time, as without a cache
         logger.debug("could not keep %s: %s", path, e)
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.remove(tmp)
     return body
 
 

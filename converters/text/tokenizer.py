@@ -190,6 +190,10 @@ class TextTokenizer:
             return values, lengths
         return splice_ids(values, lengths, unsure, self.exact_ids([texts[i] for i in unsure]))
 
+    def tokens(self) -> list[str]:
+        """The vocabulary's tokens in id order."""
+        return [t for t, _ in sorted(self.hf.get_vocab().items(), key=lambda kv: kv[1])]
+
     def fast(self) -> Any:
         """The tensorflow-text FastBertTokenizer for this vocabulary (imports TensorFlow)."""
         with self._lock:  # tokenizer threads may ask for it at once: built once
@@ -199,10 +203,9 @@ class TextTokenizer:
         if self._fast is None:
             from feedgpu.converters.text.fast_models import fast_bert_tokenizer
 
-            vocab = [t for t, _ in sorted(self.hf.get_vocab().items(), key=lambda kv: kv[1])]
             model = self.config["model"]
             self._fast = fast_bert_tokenizer(
-                vocab,
+                self.tokens(),
                 suffix=model.get("continuing_subword_prefix", "##"),
                 max_bytes=model.get("max_input_chars_per_word", 100),
                 unknown=model.get("unk_token", "[UNK]"),
@@ -291,7 +294,7 @@ class TextTokenizer:
         names = ["tokenizer.json"]
         storage.write_atomic(os.path.join(out_dir, "tokenizer.json"), self.hf.to_str().encode())
         if self.is_wordpiece:
-            vocab = [t for t, _ in sorted(self.hf.get_vocab().items(), key=lambda kv: kv[1])]
+            vocab = self.tokens()
             storage.write_atomic(
                 os.path.join(out_dir, "vocab.txt"), "".join(f"{t}\n" for t in vocab).encode()
             )
