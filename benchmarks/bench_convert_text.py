@@ -39,6 +39,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from bench_data import LENGTHS, make_corpus, train_tokenizer
 
@@ -122,6 +123,18 @@ def run_threads(tokenizer, docs: list[str], threads: int | None = None) -> float
     return tokens / (time.perf_counter() - start)
 
 
+def corpus_reading(src: str) -> tuple[list, Any, Any]:
+    """A benchmark corpus as the converter reads it (`iter_batches`'s arguments): its files as
+    sources of one split, unlabelled, and the default read options."""
+    from feedgpu.converters.text.batches import Labels
+    from feedgpu.converters.text.options import TextSource
+    from feedgpu.converters.text.sources import ReadOptions, list_text_files
+
+    files, _ = list_text_files(src)
+    sources = [TextSource(f, None, None) for f in files]
+    return sources, ReadOptions(), Labels({"train": 1.0}, {})
+
+
 def run_step(tokenizer, src: str) -> float:
     """(a''): the tokenizer step ours runs, alone: `TextTokenizer.ids` (plain batches through
     the WordPiece step without BERT's normaliser, doubtful texts redone) on ours' own batches
@@ -135,14 +148,10 @@ def run_step(tokenizer, src: str) -> float:
     from concurrent.futures import ThreadPoolExecutor
 
     from feedgpu.convert.plan import default_workers
-    from feedgpu.converters.text.batches import Labels, iter_batches
-    from feedgpu.converters.text.options import TextSource
-    from feedgpu.converters.text.sources import ReadOptions, list_text_files
+    from feedgpu.converters.text.batches import iter_batches
 
-    files, _ = list_text_files(src)
-    read, labels = ReadOptions(), Labels({"train": 1.0}, {})
+    sources, read, labels = corpus_reading(src)
     batches = []
-    sources = [TextSource(f, None, None) for f in files]
     for batch in iter_batches(sources, read, labels, [], strict=False):
         batch.parse(read, labels.fractions, strict=False)
         batches.append((batch.texts, batch.plain))

@@ -66,6 +66,7 @@ def test_profile_convert_text_smoke(capsys, vocab_txt: Path) -> None:
     assert short["tokenizer graph"] > 0 and short["conversion"] > 0 and short["ours/(a')"] > 0
     assert short["parse JSON"] > 0 and short["examples"] > 0
     assert short["layout sample (auto)"] > 0
+    assert 0 < short["ours/best"] <= short["ours/(a')"]  # against the stronger of (a'), (a'')
     assert "x the graph" in capsys.readouterr().out
 
 
