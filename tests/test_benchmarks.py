@@ -70,6 +70,14 @@ def test_profile_convert_text_smoke(capsys, vocab_txt: Path) -> None:
     assert "x the graph" in capsys.readouterr().out
 
 
+def test_bench_model_cache_smoke(capsys, vocab_txt: Path) -> None:
+    bench = load("bench_model_cache")
+    result = bench.main(["--mb", "0.1", "--rounds", "1", "--tokenizer", str(vocab_txt)])
+    assert result["built_s"] > 0 and result["kept_s"] > 0 and result["kept_vs_built"] > 0
+    out = capsys.readouterr().out
+    assert "round 1 built" in out and "round 1 kept" in out and "kept/built" in out
+
+
 def test_bench_pipeline_smoke(tmp_path: Path, capsys) -> None:
     bench = load("bench_pipeline")
     result = bench.main(
