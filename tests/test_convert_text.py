@@ -759,7 +759,7 @@ def test_plain_batches_take_the_short_graph_with_the_whole_tokenizers_ids(
 ) -> None:
     """Batches of plain texts skip BERT's normaliser (lowercasing in-graph instead): the ids
     must be the full FastBertTokenizer's and HF's, cased or not, with tabs, CR, LF,
-    punctuation and over-long words."""
+    punctuation and over-long words. (The compiled step's: tests/test_plain_wordpiece.py.)"""
     import random
 
     import numpy as np
@@ -776,9 +776,10 @@ def test_plain_batches_take_the_short_graph_with_the_whole_tokenizers_ids(
     pieces += [" ", "  ", "x" * 120, "a.b", "(x)", "~", "`", "{}", "WoRlD", "zz"]
     texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 30))) for _ in range(300)]
     texts = [t for t in texts if t.strip()]
-    short_values, short_lengths, short_unsure = tok.fast_ids(texts, [True] * len(texts))
+    # The graphs themselves (where the compiled step is built, plain texts skip them).
+    short_values, short_lengths, short_unsure = tok._graph_ids(texts, [True] * len(texts))
     assert tok._fast_graph[1] is not None  # the short graph exists (and so took the batch)
-    whole_values, whole_lengths, whole_unsure = tok.fast_ids(texts)
+    whole_values, whole_lengths, whole_unsure = tok._graph_ids(texts, None)
     assert short_unsure == whole_unsure == []
     assert np.array_equal(short_lengths, whole_lengths)
     assert np.array_equal(short_values, whole_values)

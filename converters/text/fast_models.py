@@ -103,3 +103,49 @@ def _digest(*parts: bytes) -> bytes:
         h.update(len(part).to_bytes(8, "little"))
         h.update(part)
     return h.digest()
+
+
+def fast_graphs(fast: Any, lowercase: bool) -> tuple[Any, Any]:
+    """The tokenizer's graphs, traced: (texts, known plain) -> (ids, counts, plain), and
+    plain texts -> (ids, counts), or None where tensorflow-text's step cannot be reached.
+
+    Batches of plain texts only (printable ASCII, tab, CR, LF) skip BERT's normaliser: for
+    them it only lowercases (when the vocabulary is uncased) and turns tab, CR and LF into
+    spaces, which WordPiece's own split treats alike. tf.strings.lower and the WordPiece step
+    alone give the same ids faster (benchmarks/RESULTS.md, "plain marks"). The step is
+    FastBertTokenizer's own (private: without it, every batch takes the whole tokenizer). A
+    mixed batch takes the whole tokenizer too: splitting it and merging the ragged results
+    back cost more than the normaliser. (Where feedgpu's compiled step is built, plain texts
+    never reach these graphs: `plain_wordpiece`.)
+    """
+    import tensorflow as tf
+
+    from feedgpu.converters.text.redo import cleared_in_graph
+    from feedgpu.tf_private import fast_wordpiece_step
+
+    words: Any = fast_wordpiece_step(fast)
+    texts = tf.TensorSpec([None], tf.string)
+
+    @tf.function(input_signature=[texts, tf.TensorSpec([None], tf.bool)], autograph=False)
+    def tokenize(batch: Any, known: Any) -> tuple[Any, Any, Any]:
+        ragged = fast.tokenize(batch)
+        # Only the texts not known to be plain are scanned (RE2 costs a share of tokenizing);
+        # the ones it clears are not checked in Python (`needs_reference`).
+        unknown = tf.where(tf.logical_not(known))
+        checked = cleared_in_graph(tf.gather_nd(batch, unknown), lowercase)
+        plain = tf.tensor_scatter_nd_update(known, unknown, checked)
+        return ragged.flat_values, ragged.row_lengths(), plain
+
+    @tf.function(input_signature=[texts], autograph=False)
+    def tokenize_plain(batch: Any) -> tuple[Any, Any]:
+        ragged = words.tokenize(tf.strings.lower(batch) if lowercase else batch)
+        return ragged.flat_values, ragged.row_lengths()
+
+    # Traced here, once, under the caller's lock: traced lazily, the first calls from the
+    # tokenizer threads, arriving together, each traced it again (TensorFlow's "5 out of the
+    # last 5 calls ... triggered tf.function retracing" warning, and the time).
+    tokenize.get_concrete_function()
+    if words is None:
+        return tokenize, None
+    tokenize_plain.get_concrete_function()
+    return tokenize, tokenize_plain

@@ -1,6 +1,7 @@
 """Tokenizers for conversion: load tokenizer.json or vocab.txt, or train one; never download.
 
-HF `tokenizers` is the reference for every model. WordPiece vocabularies also get a fast path,
+HF `tokenizers` is the reference for every model. WordPiece vocabularies also get a fast path:
+plain texts by feedgpu's compiled step where it is built (`plain_wordpiece`), the others by
 tensorflow-text's `FastBertTokenizer` (several times HF's speed: benchmarks/RESULTS.md,
 "Text conversion"), used only where it
 tokenizes exactly as the reference does: the few words with compatibility characters
@@ -21,7 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from feedgpu.converters.text.examples import per_text_ids, splice_ids
-from feedgpu.converters.text.redo import cleared_in_graph, needs_reference, word_runs
+from feedgpu.converters.text.fast_models import fast_graphs
+from feedgpu.converters.text.plain_wordpiece import PlainWordPiece, native_module
+from feedgpu.converters.text.redo import needs_reference, word_runs
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import PAD_TOKENS, pad_token_id
 
@@ -86,6 +89,7 @@ class TextTokenizer:
         self.vocab_size = hf.get_vocab_size()
         self._fast: Any = None
         self._fast_graph: Any = None
+        self._plain: Any = None  # the compiled step for plain texts; False: not to be had
         self._lock = threading.Lock()
         # The fast path reproduces BERT normalisation + pre-tokenisation + WordPiece only.
         self.fast_capable = (
@@ -97,7 +101,7 @@ class TextTokenizer:
 
     def __getstate__(self) -> dict[str, Any]:
         # The tensorflow-text tokenizer is a TF object: rebuilt on demand, never pickled.
-        return {**self.__dict__, "_fast": None, "_fast_graph": None, "_lock": None}
+        return {**self.__dict__, "_fast": None, "_fast_graph": None, "_plain": None, "_lock": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _lock=threading.Lock())
@@ -199,19 +203,45 @@ class TextTokenizer:
         with self._lock:  # tokenizer threads may ask for it at once: built once
             return self._build_fast()
 
+    def _wordpiece_settings(self) -> tuple[str, int]:
+        """The WordPiece model's continuing-piece prefix and longest word (HF's defaults)."""
+        model = self.config["model"]
+        return model.get("continuing_subword_prefix", "##"), model.get(
+            "max_input_chars_per_word", 100
+        )
+
     def _build_fast(self) -> Any:
         if self._fast is None:
             from feedgpu.converters.text.fast_models import fast_bert_tokenizer
 
-            model = self.config["model"]
+            prefix, max_chars = self._wordpiece_settings()
             self._fast = fast_bert_tokenizer(
                 self.tokens(),
-                suffix=model.get("continuing_subword_prefix", "##"),
-                max_bytes=model.get("max_input_chars_per_word", 100),
-                unknown=model.get("unk_token", "[UNK]"),
+                suffix=prefix,
+                max_bytes=max_chars,
+                unknown=self.config["model"].get("unk_token", "[UNK]"),
                 lowercase=self.lowercase,
             )
         return self._fast
+
+    def plain_step(self) -> PlainWordPiece | None:
+        """The compiled step for plain texts, built once; None where it is not to be had (not
+        built, FEEDGPU_NO_NATIVE, or a vocabulary without an unknown token)."""
+        with self._lock:
+            if self._plain is None:
+                module = native_module()
+                self._plain = False
+                if module is not None and self.fast_capable and self.unk_id is not None:
+                    prefix, max_chars = self._wordpiece_settings()
+                    self._plain = PlainWordPiece(
+                        module,
+                        self.tokens(),
+                        prefix=prefix,
+                        unknown_id=self.unk_id,
+                        max_chars=max_chars,
+                        lowercase=self.lowercase,
+                    )
+            return self._plain or None
 
     def fast_ids(
         self, texts: Sequence[str], plain: Sequence[bool] | None = None
@@ -219,15 +249,32 @@ class TextTokenizer:
         """The fast path's ids of texts, concatenated (int64 numpy), and each text's count;
         then which texts `needs_reference` (to redo with HF).
 
-        One graph call per batch, holding no GIL, so other threads keep working; it also
-        clears printable-ASCII texts (most of a corpus), so only the others are checked here.
-        plain: texts the caller already knows to be plain (`Document.plain`): not rechecked.
+        Plain texts by the compiled step where it is built, the rest (or all) by one graph
+        call; both hold no GIL, so other threads keep working.
+        plain: texts the caller already knows to be plain (`Document.plain`), for the graph.
         """
+        step = self.plain_step()
+        if step is None:
+            return self._graph_ids(texts, plain)
+        values, lengths, others = step.ids(texts)
+        if not others:
+            return values, lengths, []
+        rest_values, rest_lengths, unsure = self._graph_ids([texts[i] for i in others], None)
+        values, lengths = splice_ids(
+            values, lengths, others, per_text_ids(rest_values, rest_lengths)
+        )
+        return values, lengths, [others[i] for i in unsure]
+
+    def _graph_ids(
+        self, texts: Sequence[str], plain: Sequence[bool] | None
+    ) -> tuple[Any, Any, list[int]]:
+        """`fast_ids` by tensorflow-text: one graph call per batch, which also clears
+        printable-ASCII texts (most of a corpus), so only the others are checked here."""
         import tensorflow as tf
 
         with self._lock:
             if self._fast_graph is None:
-                self._fast_graph = self._trace_fast()
+                self._fast_graph = fast_graphs(self._build_fast(), self.lowercase)
         whole, short = self._fast_graph
         batch = tf.constant(list(texts), tf.string)
         if short is not None and plain is not None and all(plain):
@@ -241,47 +288,6 @@ class TextTokenizer:
             if not ok and self.needs_reference(texts[i])
         ]
         return values.numpy(), lengths.numpy(), unsure
-
-    def _trace_fast(self) -> Any:
-        import tensorflow as tf
-
-        fast = self._build_fast()
-        # Batches of plain texts only (printable ASCII, tab, CR, LF) skip BERT's normaliser: for
-        # them it only lowercases (when the vocabulary is uncased) and turns tab, CR and LF into
-        # spaces, which WordPiece's own split treats alike. tf.strings.lower and the WordPiece
-        # step alone give the same ids faster (benchmarks/RESULTS.md, "plain marks"). The
-        # step is FastBertTokenizer's own (private: without it, every batch takes
-        # the whole tokenizer). A mixed batch takes the whole tokenizer too: splitting it and
-        # merging the ragged results back cost more than the normaliser.
-        from feedgpu.tf_private import fast_wordpiece_step
-
-        words: Any = fast_wordpiece_step(fast)
-        lowercase = self.lowercase
-        texts = tf.TensorSpec([None], tf.string)
-
-        @tf.function(input_signature=[texts, tf.TensorSpec([None], tf.bool)], autograph=False)
-        def tokenize(batch: Any, known: Any) -> tuple[Any, Any, Any]:
-            ragged = fast.tokenize(batch)
-            # Only the texts not known to be plain are scanned (RE2 costs a share of tokenizing);
-            # the ones it clears are not checked in Python (`needs_reference`).
-            unknown = tf.where(tf.logical_not(known))
-            checked = cleared_in_graph(tf.gather_nd(batch, unknown), lowercase)
-            plain = tf.tensor_scatter_nd_update(known, unknown, checked)
-            return ragged.flat_values, ragged.row_lengths(), plain
-
-        @tf.function(input_signature=[texts], autograph=False)
-        def tokenize_plain(batch: Any) -> tuple[Any, Any]:
-            ragged = words.tokenize(tf.strings.lower(batch) if lowercase else batch)
-            return ragged.flat_values, ragged.row_lengths()
-
-        # Traced here, once, under the caller's lock: traced lazily, the first calls from the
-        # tokenizer threads, arriving together, each traced it again (TensorFlow's "5 out of
-        # the last 5 calls ... triggered tf.function retracing" warning, and the time).
-        tokenize.get_concrete_function()
-        if words is None:
-            return tokenize, None
-        tokenize_plain.get_concrete_function()
-        return tokenize, tokenize_plain
 
     def encode_reference(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids without special tokens, by HF (its own threads, in batches)."""

@@ -1,0 +1,324 @@
+/* BERT WordPiece ids of plain texts (printable ASCII, tab, CR, LF), exactly as HF's
+ * BertWordPieceTokenizer gives them, without the GIL.
+ *
+ * Why: most of a real corpus is plain text, and for it BERT's normaliser is at most ASCII
+ * lowercasing, its pre-tokenizer a split at whitespace and punctuation, and WordPiece a
+ * greedy longest match. tensorflow-text's op does this too, but also builds every token's
+ * string and offsets, which nobody reads, and needs the texts copied into a tensor first;
+ * here the ids come straight from the texts' bytes (benchmarks/RESULTS.md, "Issue 29,
+ * fifth session"). Texts that are not plain are left to the caller (their indexes are
+ * returned), which tokenizes them the usual way.
+ *
+ * The vocabulary is a trie kept in a hash table: a node is a prefix of some token, keyed by
+ * (its parent node, its last byte), exactly, so no two strings can be confused. Two roots:
+ * a word's first piece, and continuing pieces (tokens starting with the prefix, "##").
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CAPSULE "feedgpu.wordpiece"
+#define ROOT_FIRST 1u
+#define ROOT_NEXT 2u
+
+typedef struct {
+    uint32_t key; /* (parent node << 8) | byte; 0 marks an empty slot */
+    uint32_t node;
+    int32_t token; /* the token this prefix completes, or -1 */
+} Slot;
+
+typedef struct {
+    Slot *slots;
+    uint32_t mask;
+    uint32_t nodes;
+    int64_t unk;
+    Py_ssize_t max_chars;
+    unsigned char fold[256]; /* lowercase or not */
+} Vocab;
+
+#define MAX_NODES (1u << 24) /* node numbers fit a key's upper 24 bits */
+
+static inline uint32_t mix(uint32_t key) {
+    key ^= key >> 16;
+    key *= 0x45D9F3Bu;
+    return key ^ (key >> 16);
+}
+
+/* The slot of node's child by byte c (of the node it leads to, and its token), or NULL. */
+static inline const Slot *child(const Vocab *v, uint32_t node, unsigned char c) {
+    uint32_t key = (node << 8) | c;
+    for (uint32_t i = mix(key) & v->mask;; i = (i + 1) & v->mask) {
+        if (v->slots[i].key == key) return &v->slots[i];
+        if (v->slots[i].key == 0) return NULL;
+    }
+}
+
+static Slot *place(Slot *slots, uint32_t mask, const Slot *slot) {
+    uint32_t i = mix(slot->key) & mask;
+    while (slots[i].key != 0) i = (i + 1) & mask;
+    slots[i] = *slot;
+    return &slots[i];
+}
+
+/* The table doubles whenever it would be over half full: small vocabularies stay in cache. */
+static int grow(Vocab *v) {
+    uint32_t size = 2 * (v->mask + 1);
+    Slot *slots = calloc(size, sizeof(Slot));
+    if (!slots) return -1;
+    for (uint32_t i = 0; i <= v->mask; i++)
+        if (v->slots[i].key) place(slots, size - 1, &v->slots[i]);
+    free(v->slots);
+    v->slots = slots;
+    v->mask = size - 1;
+    return 0;
+}
+
+/* node's child by byte c, made if new; NULL when out of memory or nodes. */
+static Slot *add_child(Vocab *v, uint32_t node, unsigned char c) {
+    const Slot *found = child(v, node, c);
+    if (found) return (Slot *)found;
+    if (v->nodes >= MAX_NODES || (2 * (v->nodes + 1) > v->mask + 1 && grow(v) < 0)) return NULL;
+    Slot slot = {(node << 8) | c, v->nodes++, -1};
+    return place(v->slots, v->mask, &slot);
+}
+
+static void vocab_free(PyObject *capsule) {
+    Vocab *v = PyCapsule_GetPointer(capsule, CAPSULE);
+    if (v) {
+        free(v->slots);
+        free(v);
+    }
+}
+
+/* A token's bytes under root; ASCII only (other tokens can never match a plain word). */
+static int add_token(Vocab *v, uint32_t root, const char *s, Py_ssize_t n, int32_t id) {
+    for (Py_ssize_t k = 0; k < n; k++) {
+        unsigned char c = (unsigned char)s[k];
+        if (c == 0 || c > 127) return 0;
+    }
+    Slot *slot = NULL;
+    uint32_t node = root;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (!(slot = add_child(v, node, (unsigned char)s[k]))) return -1;
+        node = slot->node;
+    }
+    if (slot && slot->token < 0) slot->token = id;
+    return 0;
+}
+
+static PyObject *build(PyObject *self, PyObject *args) {
+    PyObject *tokens;
+    const char *prefix;
+    Py_ssize_t plen, max_chars;
+    long long unk;
+    int lowercase;
+    if (!PyArg_ParseTuple(args, "O!s#Lnp", &PyList_Type, &tokens, &prefix, &plen, &unk,
+                          &max_chars, &lowercase))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(tokens);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!PyUnicode_Check(PyList_GET_ITEM(tokens, i)) ||
+            !PyUnicode_AsUTF8(PyList_GET_ITEM(tokens, i))) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "tokens must be str");
+            return NULL;
+        }
+    }
+    if (count >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "vocabulary too large");
+        return NULL;
+    }
+    Vocab *v = calloc(1, sizeof(Vocab));
+    if (v) v->slots = calloc(1024, sizeof(Slot));
+    if (!v || !v->slots) {
+        free(v);
+        return PyErr_NoMemory();
+    }
+    v->mask = 1023;
+    v->nodes = 3; /* 0: none, 1 and 2: the roots */
+    v->unk = unk;
+    v->max_chars = max_chars;
+    for (int c = 0; c < 256; c++)
+        v->fold[c] = (unsigned char)(lowercase && c >= 'A' && c <= 'Z' ? c + 32 : c);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(tokens, i), &n);
+        int failed = add_token(v, ROOT_FIRST, s, n, (int32_t)i);
+        if (plen == 0)
+            failed |= add_token(v, ROOT_NEXT, s, n, (int32_t)i);
+        else if (n > plen && memcmp(s, prefix, plen) == 0)
+            failed |= add_token(v, ROOT_NEXT, s + plen, n - plen, (int32_t)i);
+        if (failed) {
+            PyErr_SetString(PyExc_MemoryError, "vocabulary too large for the plain-text path");
+            free(v->slots);
+            free(v);
+            return NULL;
+        }
+    }
+    PyObject *capsule = PyCapsule_New(v, CAPSULE, vocab_free);
+    if (!capsule) {
+        free(v->slots);
+        free(v);
+    }
+    return capsule;
+}
+
+/* Each byte's class: HF's punctuation for ASCII is everything printable that is neither a
+ * letter nor a digit; whitespace is space, tab, CR and LF; anything else is not plain. */
+enum { OTHER = 0, SPACE = 1, PUNCT = 2, WORD = 3 };
+static unsigned char CLASS[256];
+
+static void classes(void) {
+    for (int c = 0; c < 256; c++) {
+        int punct = (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) ||
+                    (c >= 123 && c <= 126);
+        int space = c == ' ' || c == '\t' || c == '\n' || c == '\r';
+        CLASS[c] = space ? SPACE : punct ? PUNCT : (c > 32 && c < 127) ? WORD : OTHER;
+    }
+}
+
+/* One word's ids into out: greedy longest match, the whole word [UNK] where a piece fails. */
+static Py_ssize_t word_ids(const Vocab *v, const unsigned char *w, Py_ssize_t len, int64_t *out) {
+    if (len > v->max_chars) {
+        out[0] = v->unk;
+        return 1;
+    }
+    Py_ssize_t start = 0, n = 0;
+    while (start < len) {
+        uint32_t node = start ? ROOT_NEXT : ROOT_FIRST;
+        int32_t best = -1;
+        Py_ssize_t end = start;
+        for (Py_ssize_t k = start; k < len; k++) {
+            const Slot *slot = child(v, node, v->fold[w[k]]);
+            if (!slot) break;
+            node = slot->node;
+            if (slot->token >= 0) {
+                best = slot->token;
+                end = k + 1;
+            }
+        }
+        if (best < 0) {
+            out[0] = v->unk;
+            return 1;
+        }
+        out[n++] = best;
+        start = end;
+    }
+    return n;
+}
+
+/* A plain text's ids into out (at most one a byte); -1 if the text is not plain. */
+static Py_ssize_t text_ids(const Vocab *v, const unsigned char *s, Py_ssize_t len, int64_t *out) {
+    Py_ssize_t k = 0, n = 0;
+    while (k < len) {
+        switch (CLASS[s[k]]) {
+        case SPACE:
+            k++;
+            break;
+        case PUNCT:
+            n += word_ids(v, s + k, 1, out + n);
+            k++;
+            break;
+        case WORD: {
+            Py_ssize_t e = k + 1;
+            while (e < len && CLASS[s[e]] == WORD) e++;
+            n += word_ids(v, s + k, e - k, out + n);
+            k = e;
+            break;
+        }
+        default:
+            return -1;
+        }
+    }
+    return n;
+}
+
+static PyObject *tokenize(PyObject *self, PyObject *args) {
+    PyObject *capsule, *texts;
+    if (!PyArg_ParseTuple(args, "OO", &capsule, &texts)) return NULL;
+    const Vocab *v = PyCapsule_GetPointer(capsule, CAPSULE);
+    if (!v) return NULL;
+    /* A tuple holds a reference to every text while the GIL is released. */
+    PyObject *held = PySequence_Tuple(texts);
+    if (!held) return NULL;
+    Py_ssize_t count = PyTuple_GET_SIZE(held), total = 0;
+    const unsigned char **data = PyMem_Malloc(sizeof(*data) * (count + 1));
+    Py_ssize_t *sizes = PyMem_Malloc(sizeof(*sizes) * (count + 1));
+    PyObject *values = NULL, *lengths = NULL, *others = NULL, *result = NULL;
+    if (!data || !sizes) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *t = PyTuple_GET_ITEM(held, i);
+        if (!PyUnicode_Check(t)) {
+            PyErr_SetString(PyExc_TypeError, "texts must be str");
+            goto done;
+        }
+        if (PyUnicode_IS_ASCII(t)) { /* compact ASCII: its bytes as they are */
+            data[i] = PyUnicode_1BYTE_DATA(t);
+            sizes[i] = PyUnicode_GET_LENGTH(t);
+            total += sizes[i];
+        } else {
+            data[i] = NULL;
+            sizes[i] = 0;
+        }
+    }
+    values = PyBytes_FromStringAndSize(NULL, (total + 1) * (Py_ssize_t)sizeof(int64_t));
+    lengths = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
+    if (!values || !lengths) goto done;
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(values);
+    int64_t *counts = (int64_t *)PyBytes_AS_STRING(lengths);
+    Py_ssize_t at = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t n = data[i] ? text_ids(v, data[i], sizes[i], out + at) : -1;
+        counts[i] = n; /* -1: not plain, for the caller */
+        if (n > 0) at += n;
+    }
+    Py_END_ALLOW_THREADS
+    others = PyList_New(0);
+    if (!others) goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (counts[i] < 0) {
+            counts[i] = 0;
+            PyObject *index = PyLong_FromSsize_t(i);
+            if (!index || PyList_Append(others, index) < 0) {
+                Py_XDECREF(index);
+                goto done;
+            }
+            Py_DECREF(index);
+        }
+    }
+    if (_PyBytes_Resize(&values, at * (Py_ssize_t)sizeof(int64_t)) < 0) goto done;
+    if (_PyBytes_Resize(&lengths, count * (Py_ssize_t)sizeof(int64_t)) < 0) goto done;
+    result = Py_BuildValue("OOO", values, lengths, others);
+done:
+    PyMem_Free(data);
+    PyMem_Free(sizes);
+    Py_XDECREF(values);
+    Py_XDECREF(lengths);
+    Py_XDECREF(others);
+    Py_DECREF(held);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"build", build, METH_VARARGS,
+     "build(tokens, prefix, unk_id, max_chars, lowercase) -> vocabulary: tokens in id order."},
+    {"tokenize", tokenize, METH_VARARGS,
+     "tokenize(vocabulary, texts) -> (int64 ids as bytes, int64 counts as bytes, indexes of "
+     "the texts that are not plain, counted 0)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_wordpiece", "BERT WordPiece ids of plain texts, without the GIL.",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__wordpiece(void) {
+    classes();
+    return PyModule_Create(&module);
+}

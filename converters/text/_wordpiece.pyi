@@ -1,0 +1,9 @@
+"""Types of the compiled step `_wordpiece.c` (see plain_wordpiece.py)."""
+
+from collections.abc import Sequence
+from typing import Any
+
+def build(
+    tokens: list[str], prefix: str, unknown_id: int, max_chars: int, lowercase: bool
+) -> Any: ...
+def tokenize(vocabulary: Any, texts: Sequence[str]) -> tuple[bytes, bytes, list[int]]: ...

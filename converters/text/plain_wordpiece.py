@@ -1,0 +1,61 @@
+"""WordPiece ids of plain texts by feedgpu's own compiled step (`_wordpiece.c`), when built.
+
+Most of a real corpus is plain text (printable ASCII, tab, CR, LF). For it BERT's normaliser
+is at most ASCII lowercasing and its pre-tokenizer a split at whitespace and punctuation, so
+the ids come straight from the texts' bytes, without the GIL, at several times
+tensorflow-text's speed: that op also makes every token's string and offsets, which nobody
+reads, and needs the texts copied into a tensor first (benchmarks/RESULTS.md, "Issue 29, fifth
+session"). Other texts are left to tensorflow-text and HF, as before.
+
+The step is built with the package (a C compiler and Python's headers). Without them the
+package installs all the same and tensorflow-text takes every text; so it does with
+FEEDGPU_NO_NATIVE=1 set, for comparing or ruling it out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+NO_NATIVE_ENV = "FEEDGPU_NO_NATIVE"
+
+
+def native_module() -> ModuleType | None:
+    """The compiled step, or None: not built here, or turned off by FEEDGPU_NO_NATIVE."""
+    if os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
+        return None
+    try:
+        from feedgpu.converters.text import _wordpiece
+    except ImportError:
+        return None
+    return _wordpiece
+
+
+class PlainWordPiece:
+    """A vocabulary's ids of plain texts, exactly HF's BERT WordPiece (its normaliser and
+    pre-tokenizer included); texts that are not plain are reported, not tokenized."""
+
+    def __init__(
+        self,
+        module: ModuleType,
+        tokens: list[str],
+        *,
+        prefix: str,
+        unknown_id: int,
+        max_chars: int,
+        lowercase: bool,
+    ) -> None:
+        """tokens: the vocabulary in id order; prefix: continuing pieces' ("##");
+        max_chars: a longer word is unknown_id whole (HF's max_input_chars_per_word)."""
+        self._module = module
+        self._vocab = module.build(tokens, prefix, unknown_id, max_chars, lowercase)
+
+    def ids(self, texts: Sequence[str]) -> tuple[Any, Any, list[int]]:
+        """The texts' ids concatenated and each text's count (int64 numpy), and the indexes
+        of the texts that are not plain, counted 0 there, for the caller to tokenize."""
+        import numpy as np
+
+        values, lengths, others = self._module.tokenize(self._vocab, texts)
+        return np.frombuffer(values, np.int64), np.frombuffer(lengths, np.int64), others

@@ -1,0 +1,181 @@
+"""The compiled step for plain texts (`_wordpiece.c`) gives HF's ids exactly, or leaves a text to
+the usual path; without it (not built, or FEEDGPU_NO_NATIVE), conversion is unchanged."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import string
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer
+from tokenizers.implementations import BertWordPieceTokenizer
+
+from feedgpu.converters.text.plain_wordpiece import NO_NATIVE_ENV, PlainWordPiece, native_module
+
+
+@pytest.fixture
+def module(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The compiled step. CI builds it (a missing one fails there); elsewhere, a package
+    installed without a C compiler runs without it, and these tests say so."""
+    monkeypatch.delenv(NO_NATIVE_ENV, raising=False)
+    found = native_module()
+    if found is None:
+        assert not os.environ.get("CI"), "the compiled step was not built (setup.py)"
+        pytest.skip("feedgpu's compiled step is not built here (no C compiler at install)")
+    return found
+
+
+def _vocab(rng: random.Random, size: int) -> list[str]:
+    """Special tokens, every ASCII character alone and continuing, random pieces, a few
+    tokens no plain word can match (punctuation inside, non-ASCII, a bare "##")."""
+    chars = string.ascii_letters + string.digits
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "##", "a.b", "café", "##é", "naïve"]
+    vocab += list(string.ascii_lowercase + string.digits + string.punctuation)
+    vocab += ["##" + c for c in string.ascii_lowercase + string.digits]
+    while len(vocab) < size:
+        piece = "".join(rng.choice(chars) for _ in range(rng.randint(2, 9)))
+        vocab.append(("##" if rng.random() < 0.4 else "") + piece)
+    return list(dict.fromkeys(vocab))  # each once, in order: ids are positions
+
+
+def _texts(rng: random.Random, vocab: list[str], count: int) -> list[str]:
+    words = [t.removeprefix("##") for t in vocab[10:]]
+    extra = [" ", "  ", "\t", "\n", "\r\n", "x" * 101, "Y" * 100, "QQzz", "HeLLo", "ab12CD"]
+    extra += list(string.punctuation)
+    parts = words + extra
+    return ["".join(rng.choice(parts) for _ in range(rng.randint(0, 40))) for _ in range(count)]
+
+
+def _hf(vocab: list[str], lowercase: bool, **model: Any) -> Tokenizer:
+    bert = BertWordPieceTokenizer({t: i for i, t in enumerate(vocab)}, lowercase=lowercase)
+    config = json.loads(bert.to_str())
+    config["model"].update(model)
+    return Tokenizer.from_str(json.dumps(config))
+
+
+def _step(module: Any, vocab: list[str], hf: Tokenizer, lowercase: bool) -> PlainWordPiece:
+    model = json.loads(hf.to_str())["model"]
+    return PlainWordPiece(
+        module,
+        vocab,
+        prefix=model["continuing_subword_prefix"],
+        unknown_id=vocab.index("[UNK]"),
+        max_chars=model["max_input_chars_per_word"],
+        lowercase=lowercase,
+    )
+
+
+def _per_text(values: Any, lengths: Any) -> list[list[int]]:
+    ends = np.cumsum(lengths)
+    return [values[e - n : e].tolist() for e, n in zip(ends, lengths, strict=True)]
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+@pytest.mark.parametrize(
+    "model",
+    [{}, {"max_input_chars_per_word": 6}, {"continuing_subword_prefix": ""}],
+    ids=["bert", "short-words", "no-prefix"],
+)
+def test_plain_ids_are_hfs(module: Any, lowercase: bool, model: dict[str, Any]) -> None:
+    """Random plain texts (every ASCII punctuation mark, tabs, CR, LF, words over the length
+    limit, pieces only some words complete), cased and uncased, with HF's model settings
+    changed: the ids are HF's, text by text."""
+    rng = random.Random(7)
+    vocab = _vocab(rng, 3000)  # past the trie's first table: it grows while built
+    hf = _hf(vocab, lowercase, **model)
+    texts = _texts(rng, vocab, 1500)
+    values, lengths, others = _step(module, vocab, hf, lowercase).ids(texts)
+    assert others == []
+    expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+    assert _per_text(values, lengths) == expected
+    assert values.dtype == lengths.dtype == np.int64
+
+
+def test_texts_that_are_not_plain_are_left_out(module: Any) -> None:
+    """Non-ASCII text and control characters (HF's normaliser drops or changes them) are
+    counted 0 and listed for the usual path; the plain texts around them are unaffected."""
+    rng = random.Random(1)
+    vocab = _vocab(rng, 500)
+    hf = _hf(vocab, True)
+    plain = _texts(rng, vocab, 20)
+    odd = ["café au lait", "a\x01b", "del\x7f", "tab\x0bvertical", "nul\x00", "…"]
+    texts = [t for pair in zip(plain, odd + [""] * 14, strict=True) for t in pair]
+    values, lengths, others = _step(module, vocab, hf, True).ids(texts)
+    assert others == [2 * i + 1 for i in range(len(odd))]
+    assert lengths[others].tolist() == [0] * len(odd)
+    kept = [i for i in range(len(texts)) if i not in others]
+    expected = [e.ids for e in hf.encode_batch([texts[i] for i in kept], add_special_tokens=False)]
+    assert _per_text(values, lengths[kept]) == expected
+
+
+def test_threads_share_one_vocabulary(module: Any) -> None:
+    """The GIL is released while tokenizing: threads calling at once get each their own ids."""
+    rng = random.Random(2)
+    vocab = _vocab(rng, 800)
+    hf = _hf(vocab, True)
+    step = _step(module, vocab, hf, True)
+    batches = [_texts(random.Random(seed), vocab, 300) for seed in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(step.ids, batches))
+    for texts, (values, lengths, _) in zip(batches, results, strict=True):
+        assert _per_text(values, lengths) == [
+            e.ids for e in hf.encode_batch(texts, add_special_tokens=False)
+        ]
+
+
+def test_fast_ids_join_the_step_and_the_graph(
+    module: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mixed batch: plain texts by the compiled step, the rest by tensorflow-text, doubtful
+    ones redone by HF, each text's ids back in its place; with FEEDGPU_NO_NATIVE the same ids
+    come from tensorflow-text alone."""
+    from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
+
+    rng = random.Random(3)
+    vocab = _vocab(rng, 600)
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    texts = _texts(rng, vocab, 200)
+    texts[5::7] = [f"Ünïcode {t} ﬁne…" for t in texts[5::7]]  # odd ones: redone by HF
+    spec = TokenizerSpec.parse(str(tmp_path / "vocab.txt"))
+    expected = load_tokenizer(spec).encode_reference(texts)
+    tok = load_tokenizer(spec)
+    assert tok.plain_step() is not None
+    assert _per_text(*tok.ids(texts)) == expected
+    monkeypatch.setenv(NO_NATIVE_ENV, "1")
+    without = load_tokenizer(spec)
+    assert without.plain_step() is None
+    assert _per_text(*without.ids(texts)) == expected
+
+
+def test_conversion_is_the_same_bytes_without_the_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compiled step changes nothing on disk: a conversion with it and one without
+    (FEEDGPU_NO_NATIVE) write the same shards. Runs whether or not the step is built."""
+    from feedgpu import read_manifest
+    from feedgpu.converters.text.convert import TextOptions, convert_text
+
+    rng = random.Random(4)
+    vocab = _vocab(rng, 600)
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    src = tmp_path / "src"
+    src.mkdir()
+    texts = [*_texts(rng, vocab, 3000), "naïve café", "a\x01b"]
+    (src / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts if t))
+    outs = []
+    for flag in ("0", "1"):
+        monkeypatch.setenv(NO_NATIVE_ENV, flag)
+        out = tmp_path / f"out{flag}"
+        convert_text(str(src), str(out), TextOptions(tokenizer=str(tmp_path / "vocab.txt")))
+        assert read_manifest(str(out)).to_json()["tokenizer"]["path"] == "fast_wordpiece"
+        outs.append(out)
+    shards = sorted(p.name for p in outs[0].glob("*.tfrecord-*"))
+    assert shards
+    for name in shards:
+        assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name
