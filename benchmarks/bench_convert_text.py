@@ -6,13 +6,15 @@ Alternates, in one process on the same generated corpus (JSONL, Zipf-distributed
   (b) plain: HF `encode_batch` in a loop, one `tf.train.Example` per document, one
       `TFRecordWriter` (what a straightforward script does);
   (c) ours: `convert_text` with the same vocab.txt.
-For WordPiece also (a'): the same graph called from a thread a core without tf.data; and
-(a''): the tokenizer step ours runs (`TextTokenizer.ids`: plain batches skip BERT's normaliser,
-doubtful texts are redone), alone on threads. Prints tokens/s (the corpus's tokens, no special
-tokens, for every contender) and the ratios last, each the median of the rounds' own: ours
-against the strongest of (a), (a') and (a'') at each length, the headline (target >= 0.7 at
-every length), with ours/(a) beside it, and ours/(b) (target >= 5). Ours runs as a
-vocabulary's first conversion: its tokenizer models built, not read from the cache.
+For WordPiece also (a'): the same graph called from a thread a core without tf.data;
+(a''): the tokenizer step ours runs (`TextTokenizer.ids`: plain texts by feedgpu's compiled
+step where built, the rest by tensorflow-text, doubtful texts redone), alone on threads; and
+(c'): ours with the compiled step turned off (FEEDGPU_NO_NATIVE), for what it gains. Prints
+tokens/s (the corpus's tokens, no special tokens, for every contender) and the ratios last,
+each the median of the rounds' own: ours against the strongest of (a), (a') and (a'') at each
+length, the headline (target >= 0.7 at every length), with ours/(a) beside it, and ours/(b)
+(target >= 5). Ours runs as a vocabulary's first conversion: its tokenizer models built, not
+read from the cache.
 With `--bpe`, a byte-level BPE tokenizer.json: (a) is then HF `encode_batch` alone.
 Every contender runs after TensorFlow is imported (the CLI pays that import once, ~7 s,
 reported apart).
@@ -69,6 +71,8 @@ class TextBenchResult:
     ours_vs_plain: float  # ours/(b)
     threads_tok_s: float | None = None  # the fast graph on threads, no tf.data (WordPiece)
     step_tok_s: float | None = None  # ours' tokenizer step alone on threads (WordPiece)
+    ours_tf_tok_s: float | None = None  # (c'): ours without the compiled step (WordPiece)
+    ours_vs_tf: float | None = None  # ours/(c'): what the compiled step gains
 
 
 def run_ceiling(tokenizer, docs: list[str]) -> tuple[float, int]:
@@ -206,15 +210,21 @@ def models_built() -> Iterator[None]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_ours(src: str, out_dir: str, tokenizer_arg: str) -> float:
-    """Seconds (c) takes, as the vocabulary's first conversion (`models_built`)."""
+def run_ours(src: str, out_dir: str, tokenizer_arg: str, native: bool = True) -> float:
+    """Seconds (c) takes, as the vocabulary's first conversion (`models_built`); with native
+    False, (c'): the same without the compiled step for plain texts (FEEDGPU_NO_NATIVE)."""
     from feedgpu.converters.text.convert import TextOptions, convert_text
+    from feedgpu.converters.text.plain_wordpiece import NO_NATIVE_ENV
 
     shutil.rmtree(out_dir, ignore_errors=True)
     with models_built():
-        start = time.perf_counter()
-        convert_text(src, out_dir, TextOptions(tokenizer=tokenizer_arg), quiet=True)
-        return time.perf_counter() - start
+        os.environ[NO_NATIVE_ENV] = "0" if native else "1"
+        try:
+            start = time.perf_counter()
+            convert_text(src, out_dir, TextOptions(tokenizer=tokenizer_arg), quiet=True)
+            return time.perf_counter() - start
+        finally:
+            del os.environ[NO_NATIVE_ENV]
 
 
 def _learn_vocabulary(args: argparse.Namespace, kind: str, tmp: str) -> None:
@@ -248,8 +258,9 @@ def _measure(args, profile: str, tmp: str, tokenizer_arg: str, tok, kind: str, t
         "ours": [],
         "threads": [],
         "step": [],
+        "ours_tf": [],
     }
-    ratios: dict[str, list[float]] = {"ceiling": [], "strongest": [], "plain": []}
+    ratios: dict[str, list[float]] = {"ceiling": [], "strongest": [], "plain": [], "native": []}
     tokens = 0
     for r in range(args.rounds):
         ceiling, tokens = run_ceiling(tok, docs)  # the corpus's tokens: every rate's unit
@@ -259,6 +270,9 @@ def _measure(args, profile: str, tmp: str, tokenizer_arg: str, tok, kind: str, t
         if tok.fast_capable:
             rates["threads"].append(run_threads(tok, docs))
             rates["step"].append(run_step(tok, src))
+            out = os.path.join(tmp, "out")
+            rates["ours_tf"].append(tokens / run_ours(src, out, tokenizer_arg, native=False))
+            ratios["native"].append(rates["ours"][-1] / rates["ours_tf"][-1])
         ours = rates["ours"][-1]
         ratios["ceiling"].append(ours / ceiling)
         ratios["strongest"].append(
@@ -287,6 +301,8 @@ def _measure(args, profile: str, tmp: str, tokenizer_arg: str, tok, kind: str, t
         ours_vs_plain=round(statistics.median(ratios["plain"]), 3),
         threads_tok_s=round(median["threads"], 1) if rates["threads"] else None,
         step_tok_s=round(median["step"], 1) if rates["step"] else None,
+        ours_tf_tok_s=round(median["ours_tf"], 1) if rates["ours_tf"] else None,
+        ours_vs_tf=round(statistics.median(ratios["native"]), 3) if ratios["native"] else None,
     )
 
 
@@ -341,6 +357,7 @@ def main(argv: Sequence[str] | None = None) -> list[TextBenchResult]:
         f"{'(c) ours':>10}"
         + ("(a') threads".rjust(13) + "(a'') step".rjust(11) if threads else "")
         + f"{'ours/best':>10}{'ours/(a)':>10}{'ours/(b)':>10}"
+        + ("(c') no step".rjust(14) + "ours/(c')".rjust(10) if threads else "")
     )
     for r in results:
         print(
@@ -352,6 +369,11 @@ def main(argv: Sequence[str] | None = None) -> list[TextBenchResult]:
                 else ""
             )
             + f"{r.ours_vs_strongest:>9.2f}x{r.ours_vs_ceiling:>9.2f}x{r.ours_vs_plain:>9.2f}x"
+            + (
+                f"{(r.ours_tf_tok_s or 0) / 1e6:>14.2f}{r.ours_vs_tf or 0:>9.2f}x"
+                if threads
+                else ""
+            )
         )
     print(f"TF import {tf_import_s:.1f} s (paid once per conversion by the CLI, not counted)")
     for r in results:

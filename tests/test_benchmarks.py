@@ -44,6 +44,9 @@ def test_bench_convert_text_smoke(capsys, vocab_txt: Path) -> None:
         assert result.step_tok_s and result.step_tok_s > 0
         # one round: the headline is ours over the fastest reference, (a'') among them
         assert result.ours_vs_strongest <= result.ours_tok_s / result.step_tok_s + 1e-3
+        # (c'), ours without the compiled step, and what the step gains (one round: exact)
+        assert result.ours_tf_tok_s and result.ours_tf_tok_s > 0
+        assert result.ours_vs_tf == pytest.approx(result.ours_tok_s / result.ours_tf_tok_s, 1e-2)
     last = capsys.readouterr().out.splitlines()[-1]
     assert "worst ours/best =" in last and "ours/(a) =" in last
     for result in results:  # the headline is against the faster of the two references
@@ -55,7 +58,7 @@ def test_bench_convert_text_smoke(capsys, vocab_txt: Path) -> None:
         ["--mb", "0.2", "--rounds", "1", "--vocab-size", "300", "--bpe", "--lengths", "medium"]
     )
     assert bpe.tokenizer == "bpe" and bpe.ours_tok_s > 0 and bpe.threads_tok_s is None
-    assert bpe.step_tok_s is None
+    assert bpe.step_tok_s is None and bpe.ours_tf_tok_s is None
     assert "(a) HF alone" in capsys.readouterr().out
 
 

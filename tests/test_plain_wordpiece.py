@@ -179,3 +179,29 @@ def test_conversion_is_the_same_bytes_without_the_step(
     assert shards
     for name in shards:
         assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("no_native", ["0", "1"])
+def test_typed_special_tokens_take_hfs_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_native: str
+) -> None:
+    """A document holding "[SEP]" or "[CLS]" as text: HF matches the added token before
+    normalising, the fast paths split it into "[", "sep", "]"; such texts are HF's whole, in
+    plain and other texts alike, with the step and without."""
+    from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
+
+    monkeypatch.setenv(NO_NATIVE_ENV, no_native)
+    rng = random.Random(5)
+    vocab = _vocab(rng, 600)
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tok = load_tokenizer(TokenizerSpec.parse(str(tmp_path / "vocab.txt")))
+    texts = _texts(rng, vocab, 60)
+    texts[3] += " [SEP] next"
+    texts[10] = "[CLS]" + texts[10] + "[MASK]"
+    texts[20] += " naïve [PAD]"
+    texts[30] += " [sep] in lower case, [Unk]"  # not HF's added tokens: also exact
+    texts[40] += " [SEP"  # no added token at all
+    assert tok.typed_added(texts) == [3, 10, 20, 30]
+    expected = tok.encode_reference(texts)
+    assert expected[3] != _per_text(*tok.fast_ids([texts[3]])[:2])[0]  # the fast path alone
+    assert _per_text(*tok.ids(texts)) == expected

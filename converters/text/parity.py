@@ -42,7 +42,11 @@ def compare_paths(
     low, high = PARITY_SAMPLE_CHARS
     budget = min(high, max(low, int(corpus_bytes * PARITY_SAMPLE_FRACTION)))
     for doc in documents:
-        if isinstance(doc, Document) and not tok.needs_reference(doc.text):
+        if (
+            isinstance(doc, Document)
+            and not tok.needs_reference(doc.text)
+            and not tok.typed_added([doc.text])
+        ):
             sample.append(doc.text)
             plain.append(doc.plain)
             chars += len(doc.text)

@@ -24,7 +24,7 @@ from typing import Any
 from feedgpu.converters.text.examples import per_text_ids, splice_ids
 from feedgpu.converters.text.fast_models import fast_graphs
 from feedgpu.converters.text.plain_wordpiece import PlainWordPiece, native_module
-from feedgpu.converters.text.redo import needs_reference, word_runs
+from feedgpu.converters.text.redo import AddedTokens, needs_reference, word_runs
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import PAD_TOKENS, pad_token_id
 
@@ -184,7 +184,21 @@ class TextTokenizer:
         plain: which texts are known to be plain (`Document.plain`), if known.
         """
         values, lengths, unsure = self.fast_ids(texts, plain)
-        return self.redo(texts, values, lengths, unsure)
+        values, lengths = self.redo(texts, values, lengths, unsure)
+        typed = self.typed_added(texts)
+        if not typed:
+            return values, lengths
+        exact = self.encode_reference([texts[i] for i in typed])
+        return splice_ids(values, lengths, typed, exact)
+
+    @functools.cached_property
+    def _added(self) -> AddedTokens | None:
+        return AddedTokens.of(self.config)
+
+    def typed_added(self, texts: Sequence[str]) -> list[int]:
+        """Which texts hold an added token's text ("[SEP]" typed in a document), which HF
+        matches before normalising and the fast path does not: HF tokenizes them whole."""
+        return self._added.find(texts) if self._added is not None else []
 
     def redo(
         self, texts: Sequence[str], values: Any, lengths: Any, unsure: list[int]
