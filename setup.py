@@ -1,8 +1,8 @@
-"""The one compiled part: WordPiece ids of plain texts (converters/text/plain_wordpiece.py).
+"""The compiled steps of text conversion (converters/text/native.py says what each does).
 
-Everything else is in pyproject.toml. The step is optional: where it cannot be compiled (no C
-compiler or Python headers), the package installs without it and tensorflow-text tokenizes
-every text instead. CI checks that it was built (.ci/wheel_check, tests/test_plain_wordpiece.py).
+Everything else is in pyproject.toml. The steps are optional: where they cannot be compiled (no
+C compiler or Python headers), the package installs without them and the Python and TensorFlow
+path does their work. CI checks that they were built (.ci/wheel_check, tests/test_native.py).
 """
 
 from setuptools import Extension, setup
@@ -10,10 +10,11 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "feedgpu.converters.text._wordpiece",
-            ["converters/text/_wordpiece.c"],
+            f"feedgpu.converters.text.{name}",
+            [f"converters/text/{name}.c"],
             extra_compile_args=["-O2"],
             optional=True,
         )
+        for name in ("_wordpiece", "_records")
     ]
 )

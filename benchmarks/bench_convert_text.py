@@ -214,7 +214,7 @@ def run_ours(src: str, out_dir: str, tokenizer_arg: str, native: bool = True) ->
     """Seconds (c) takes, as the vocabulary's first conversion (`models_built`); with native
     False, (c'): the same without the compiled step for plain texts (FEEDGPU_NO_NATIVE)."""
     from feedgpu.converters.text.convert import TextOptions, convert_text
-    from feedgpu.converters.text.plain_wordpiece import NO_NATIVE_ENV
+    from feedgpu.converters.text.native import NO_NATIVE_ENV
 
     shutil.rmtree(out_dir, ignore_errors=True)
     with models_built():

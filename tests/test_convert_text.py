@@ -476,11 +476,16 @@ def test_cli_convert_text_json_and_error_line(tmp_path: Path, text_folder: Path,
     assert main(["verify", str(out), "--quiet"]) == 0
 
 
+@pytest.mark.parametrize("no_native", ["0", "1"])
 @pytest.mark.parametrize("max_length", [None, 6])
-def test_examples_built_in_graph_are_encode_example_bytes(max_length) -> None:
-    """The in-graph builder (special tokens, truncation, labels, unknown counts) writes
-    exactly what `encode_example` would."""
+def test_examples_built_in_graph_are_encode_example_bytes(
+    max_length, no_native, monkeypatch
+) -> None:
+    """The builder (special tokens, truncation, labels, unknown counts) writes exactly what
+    `encode_example` would, by the compiled step and by the graph (FEEDGPU_NO_NATIVE)."""
     import numpy as np
+
+    monkeypatch.setenv("FEEDGPU_NO_NATIVE", no_native)
 
     from feedgpu.converters.text import examples as text_examples
     from feedgpu.format.records import encode_example

@@ -162,9 +162,7 @@ class TextRunner(ShardStage):
         return skips, self._encode_documents(batch, fast) if len(batch) else None
 
     def _encode_documents(self, batch: Batch, fast: bool) -> Any:
-        import tensorflow as tf
-
-        names = tf.constant(batch.doc_ids, tf.string)  # for routing and for the examples
+        names = batch.doc_ids  # for routing and for the examples
         values, lengths = self._tokenize(batch.texts, fast, batch.plain)
         if self.examples is None:
             return self._shards(names, batch.splits), (values, lengths)
@@ -177,8 +175,9 @@ class TextRunner(ShardStage):
             return self._shards(names, batch.splits), built
         # A block goes where its first document's id sends it.
         firsts = built.blocks.firsts if order is None else order[built.blocks.firsts]
-        splits = [batch.splits[i] for i in firsts.tolist()]
-        return self._shards(tf.gather(names, firsts), splits), built
+        firsts = firsts.tolist()
+        splits = [batch.splits[i] for i in firsts]
+        return self._shards([names[i] for i in firsts], splits), built
 
     # -- examples --------------------------------------------------------------------------
     def _emit(self, writer: ChunkWriter, doc_id: str, key: str, label: int | None, ids: Any) -> int:

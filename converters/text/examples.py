@@ -1,13 +1,13 @@
-"""Text examples built in-graph: token ids in, serialized `tf.train.Example`s out, one per
+"""Text examples built in bulk: token ids in, serialized `tf.train.Example`s out, one per
 document or one per block of consecutive documents (`blocks`).
 
 Building each example in Python (`records.encode_example`) holds the GIL per document, on the
 one thread that also reads and writes: with the tokenizer on the other threads, that thread was
 what the conversion waited for (benchmarks/RESULTS.md, "Which conversion tricks"). Here a
-batch's examples come from a few numpy passes and `tf.io.encode_proto` ops on the tokenizer's
-threads, mostly without the GIL, with the same bytes `encode_example` gives for {"doc_id",
-"input_ids", "length"[, "label"]} (tested): scalars for one document, lists for a block, its
-documents' ids concatenated.
+batch's examples come from a few numpy passes and feedgpu's compiled step (`native`), or where
+it is not built `tf.io.encode_proto` ops, on the tokenizer's threads, mostly without the GIL,
+with the same bytes `encode_example` gives for {"doc_id", "input_ids", "length"[, "label"]}
+(tested): scalars for one document, lists for a block, its documents' ids concatenated.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from feedgpu.converters.text.blocks import Blocks, cut_blocks, reorder
+from feedgpu.converters.text.native import native_module
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,8 @@ class ExampleBuilder:
         splits: list[str],
     ) -> BuiltExamples:
         """Examples of a batch; values are the documents' ids concatenated (int64 numpy),
-        doc_ids a string tensor, splits each document's split (a record holds one split's)."""
+        doc_ids a list of str (or a string tensor), splits each document's split (a record
+        holds one split's)."""
         import numpy as np
         import tensorflow as tf
 
@@ -105,7 +107,11 @@ class ExampleBuilder:
                 kept[blocks.order],
                 unknown[blocks.order],
             )
-            doc_ids = tf.gather(doc_ids, blocks.order)
+            doc_ids = (
+                tf.gather(doc_ids, blocks.order)
+                if isinstance(doc_ids, tf.Tensor)
+                else [doc_ids[i] for i in blocks.order.tolist()]
+            )
             labels = [labels[i] for i in blocks.order.tolist()] if labels else labels
         sizes = None if self.per_record == 1 else blocks.sizes
         records = _serialize(
@@ -138,10 +144,22 @@ class ExampleBuilder:
 def _serialize(
     ids: Any, sizes: Any, doc_ids: Any, labels: list[int] | None, per_record: Any
 ) -> list[bytes]:
-    """`tf.train.Example`s of {doc_id, input_ids, length[, label]}, one graph call a batch:
-    scalars of one document each, or (per_record: documents a record holds) lists of a block."""
+    """`tf.train.Example`s of {doc_id, input_ids, length[, label]}: scalars of one document
+    each, or (per_record: documents a record holds) lists of a block. By the compiled step
+    where built (`native`), else one graph call a batch; the same bytes."""
     import numpy as np
     import tensorflow as tf
+
+    step = native_module("_records")
+    if step is not None:
+        names = doc_ids.numpy().tolist() if isinstance(doc_ids, tf.Tensor) else doc_ids
+        return step.examples(
+            np.ascontiguousarray(ids, np.int64),
+            np.ascontiguousarray(sizes, np.int64),
+            names,
+            None if labels is None else np.asarray(labels, np.int64),
+            None if per_record is None else np.ascontiguousarray(per_record, np.int64),
+        )
 
     # Each document's varint bytes (7 bits a byte, 10 for negatives), counted here: numpy's
     # cumsum is faster than TensorFlow's on CPU (benchmarks/RESULTS.md, "varint counts in

@@ -7,30 +7,15 @@ tensorflow-text's speed: that op also makes every token's string and offsets, wh
 reads, and needs the texts copied into a tensor first (benchmarks/RESULTS.md, "Issue 29, fifth
 session"). Other texts are left to tensorflow-text and HF, as before.
 
-The step is built with the package (a C compiler and Python's headers). Without them the
-package installs all the same and tensorflow-text takes every text; so it does with
-FEEDGPU_NO_NATIVE=1 set, for comparing or ruling it out.
+Where the step is not built, or FEEDGPU_NO_NATIVE=1 is set, tensorflow-text takes every text
+(`native`).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
-
-NO_NATIVE_ENV = "FEEDGPU_NO_NATIVE"
-
-
-def native_module() -> ModuleType | None:
-    """The compiled step, or None: not built here, or turned off by FEEDGPU_NO_NATIVE."""
-    if os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
-        return None
-    try:
-        from feedgpu.converters.text import _wordpiece
-    except ImportError:
-        return None
-    return _wordpiece
 
 
 class PlainWordPiece:

@@ -23,7 +23,8 @@ from typing import Any
 
 from feedgpu.converters.text.examples import per_text_ids, splice_ids
 from feedgpu.converters.text.fast_models import fast_graphs
-from feedgpu.converters.text.plain_wordpiece import PlainWordPiece, native_module
+from feedgpu.converters.text.native import native_module
+from feedgpu.converters.text.plain_wordpiece import PlainWordPiece
 from feedgpu.converters.text.redo import AddedTokens, needs_reference, word_runs
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import PAD_TOKENS, pad_token_id
@@ -243,7 +244,7 @@ class TextTokenizer:
         built, FEEDGPU_NO_NATIVE, or a vocabulary without an unknown token)."""
         with self._lock:
             if self._plain is None:
-                module = native_module()
+                module = native_module("_wordpiece")
                 self._plain = False
                 if module is not None and self.fast_capable and self.unk_id is not None:
                     prefix, max_chars = self._wordpiece_settings()

@@ -16,7 +16,8 @@ import pytest
 from tokenizers import Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 
-from feedgpu.converters.text.plain_wordpiece import NO_NATIVE_ENV, PlainWordPiece, native_module
+from feedgpu.converters.text.native import NO_NATIVE_ENV, native_module
+from feedgpu.converters.text.plain_wordpiece import PlainWordPiece
 
 
 @pytest.fixture
@@ -24,7 +25,7 @@ def module(monkeypatch: pytest.MonkeyPatch) -> Any:
     """The compiled step. CI builds it (a missing one fails there); elsewhere, a package
     installed without a C compiler runs without it, and these tests say so."""
     monkeypatch.delenv(NO_NATIVE_ENV, raising=False)
-    found = native_module()
+    found = native_module("_wordpiece")
     if found is None:
         assert not os.environ.get("CI"), "the compiled step was not built (setup.py)"
         pytest.skip("feedgpu's compiled step is not built here (no C compiler at install)")
@@ -205,3 +206,58 @@ def test_typed_special_tokens_take_hfs_ids(
     expected = tok.encode_reference(texts)
     assert expected[3] != _per_text(*tok.fast_ids([texts[3]])[:2])[0]  # the fast path alone
     assert _per_text(*tok.ids(texts)) == expected
+
+
+@pytest.mark.parametrize("labelled", [True, False])
+@pytest.mark.parametrize("blocks", [True, False])
+def test_records_step_writes_the_graphs_bytes(
+    labelled: bool, blocks: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compiled examples (`_records.c`) are the encode_proto graph's bytes: random
+    documents, empty ones, ids of every varint width (negative ones ten bytes), non-ASCII and
+    long doc_ids, blocks of 1-7 documents, labels of any size."""
+    from feedgpu.converters.text import examples
+
+    monkeypatch.delenv(NO_NATIVE_ENV, raising=False)
+    if native_module("_records") is None:
+        assert not os.environ.get("CI"), "the compiled step was not built (setup.py)"
+        pytest.skip("feedgpu's compiled step is not built here (no C compiler at install)")
+    rng = np.random.default_rng(6)
+    sizes = rng.integers(0, 40, 300)
+    sizes[::17] = 0
+    ids = rng.integers(0, 2**62, int(sizes.sum())) >> rng.integers(0, 62, int(sizes.sum()))
+    ids[::97] = -rng.integers(1, 2**40, len(ids[::97]))
+    doc_ids = [f"dir/é-{i}.jsonl:{i * 7919}" + "x" * int(rng.integers(0, 200)) for i in range(300)]
+    labels = rng.integers(0, 2**35, 300).tolist() if labelled else None
+    per_record = None
+    if blocks:
+        per_record = []
+        while sum(per_record) < 300:
+            per_record.append(min(int(rng.integers(1, 8)), 300 - sum(per_record)))
+    got = examples._serialize(ids, sizes, doc_ids, labels, per_record)
+    monkeypatch.setenv(NO_NATIVE_ENV, "1")
+    assert got == examples._serialize(ids, sizes, doc_ids, labels, per_record)
+    assert len(got) == (len(per_record) if blocks else 300)
+
+
+def test_records_step_refuses_what_does_not_add_up() -> None:
+    """Sizes that do not cover the ids, blocks that do not cover the documents, a label or a
+    doc_id short: a clear ValueError, never a read past the end."""
+    step = native_module("_records")
+    if step is None:
+        assert not os.environ.get("CI"), "the compiled step was not built (setup.py)"
+        pytest.skip("feedgpu's compiled step is not built here (no C compiler at install)")
+    ids, sizes = np.arange(6, dtype=np.int64), np.array([2, 4], np.int64)
+    assert len(step.examples(ids, sizes, ["a", "b"], None, None)) == 2
+    cases = [
+        (ids[:5], sizes, ["a", "b"], None, None, "sizes do not cover"),
+        (ids, sizes, ["a", "b"], None, np.array([1, 2], np.int64), "blocks do not cover"),
+        (ids, sizes, ["a", "b"], None, np.array([0, 2], np.int64), "blocks do not cover"),
+        (ids, sizes, ["a", "b"], np.array([1], np.int64), None, "one label"),
+        (ids, sizes, ["a"], None, None, "one doc_id"),
+        (ids, np.array([-1, 7], np.int64), ["a", "b"], None, None, "negative"),
+        (ids, sizes.astype(np.int32), ["a", "b"], None, None, "int64"),
+    ]
+    for *args, message in cases:
+        with pytest.raises(ValueError, match=message):
+            step.examples(*args)

@@ -1,0 +1,281 @@
+/* Serialized tf.train.Examples of {doc_id, input_ids, length[, label]}, one per record (a
+ * document, or a block of consecutive documents), byte for byte what the encode_proto graph in
+ * examples.py and feedgpu's own codec write, without the GIL while bytes are written.
+ *
+ * Why: with WordPiece ids from the compiled step, building examples had become the largest
+ * part of a conversion after tokenizing (benchmarks/RESULTS.md, "Issue 29, fifth session").
+ *
+ * The wire format, features in key order (doc_id, input_ids, label, length), each a map entry
+ * of Features.feature:
+ *   Example   = 0a len Features
+ *   Features  = for each feature: 0a len (0a len key 12 len Feature)
+ *   Feature   = 0a len BytesList (doc_id) | 1a len Int64List (the others)
+ *   BytesList = for each value: 0a len bytes
+ *   Int64List = 0a len varints (packed; nothing when empty)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline Py_ssize_t vsize(uint64_t v) {
+    Py_ssize_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline unsigned char *put(unsigned char *p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (unsigned char)v;
+    return p;
+}
+
+/* Sizes of one record's parts; all computed before any byte is written. */
+typedef struct {
+    Py_ssize_t ids_bytes, ids_listed, ids_feature, ids_entry;
+    Py_ssize_t doc_values, doc_feature, doc_entry;
+    Py_ssize_t len_values, len_feature, len_entry;
+    Py_ssize_t lab_values, lab_feature, lab_entry;
+    Py_ssize_t total, size;
+} Plan;
+
+typedef struct {
+    const int64_t *ids, *sizes, *labels, *per_record;
+    Py_ssize_t docs, records;
+    const char **names;
+    Py_ssize_t *name_sizes;
+    Py_ssize_t *first_doc, *first_id; /* per record, and one past the last */
+    Plan *plans;
+    unsigned char **out;
+} Job;
+
+static Py_ssize_t entry_size(Py_ssize_t key, Py_ssize_t feature) {
+    Py_ssize_t entry = 2 + key + 1 + vsize((uint64_t)feature) + feature;
+    return 1 + vsize((uint64_t)entry) + entry;
+}
+
+static void plan_record(const Job *job, Py_ssize_t r) {
+    Plan *p = &job->plans[r];
+    Py_ssize_t d0 = job->first_doc[r], d1 = job->first_doc[r + 1];
+    memset(p, 0, sizeof(*p));
+    for (Py_ssize_t i = job->first_id[r]; i < job->first_id[r + 1]; i++)
+        p->ids_bytes += vsize((uint64_t)job->ids[i]);
+    p->ids_listed = p->ids_bytes ? 1 + vsize((uint64_t)p->ids_bytes) + p->ids_bytes : 0;
+    p->ids_feature = 1 + vsize((uint64_t)p->ids_listed) + p->ids_listed;
+    p->ids_entry = entry_size(9, p->ids_feature);
+    for (Py_ssize_t d = d0; d < d1; d++) {
+        p->doc_values += 1 + vsize((uint64_t)job->name_sizes[d]) + job->name_sizes[d];
+        p->len_values += vsize((uint64_t)job->sizes[d]);
+        if (job->labels) p->lab_values += vsize((uint64_t)job->labels[d]);
+    }
+    p->doc_feature = 1 + vsize((uint64_t)p->doc_values) + p->doc_values;
+    p->doc_entry = entry_size(6, p->doc_feature);
+    p->len_feature = 1 + vsize((uint64_t)(1 + vsize((uint64_t)p->len_values) + p->len_values)) +
+                     1 + vsize((uint64_t)p->len_values) + p->len_values;
+    p->len_entry = entry_size(6, p->len_feature);
+    if (job->labels) {
+        Py_ssize_t listed = 1 + vsize((uint64_t)p->lab_values) + p->lab_values;
+        p->lab_feature = 1 + vsize((uint64_t)listed) + listed;
+        p->lab_entry = entry_size(5, p->lab_feature);
+    }
+    p->total = p->doc_entry + p->ids_entry + p->len_entry + p->lab_entry;
+    p->size = 1 + vsize((uint64_t)p->total) + p->total;
+}
+
+/* An entry's head: 0a len (0a keylen key 12 featurelen). */
+static unsigned char *head(unsigned char *o, const char *key, Py_ssize_t key_size,
+                           Py_ssize_t feature) {
+    Py_ssize_t entry = 2 + key_size + 1 + vsize((uint64_t)feature) + feature;
+    *o++ = 0x0a;
+    o = put(o, (uint64_t)entry);
+    *o++ = 0x0a;
+    *o++ = (unsigned char)key_size;
+    memcpy(o, key, key_size);
+    o += key_size;
+    *o++ = 0x12;
+    return put(o, (uint64_t)feature);
+}
+
+static unsigned char *int64_feature(unsigned char *o, const int64_t *v, Py_ssize_t n,
+                                    Py_ssize_t values) {
+    Py_ssize_t listed = 1 + vsize((uint64_t)values) + values;
+    *o++ = 0x1a;
+    o = put(o, (uint64_t)listed);
+    *o++ = 0x0a;
+    o = put(o, (uint64_t)values);
+    for (Py_ssize_t i = 0; i < n; i++) o = put(o, (uint64_t)v[i]);
+    return o;
+}
+
+static void write_record(const Job *job, Py_ssize_t r) {
+    const Plan *p = &job->plans[r];
+    Py_ssize_t d0 = job->first_doc[r], d1 = job->first_doc[r + 1];
+    unsigned char *o = job->out[r];
+    *o++ = 0x0a;
+    o = put(o, (uint64_t)p->total);
+    o = head(o, "doc_id", 6, p->doc_feature);
+    *o++ = 0x0a;
+    o = put(o, (uint64_t)p->doc_values);
+    for (Py_ssize_t d = d0; d < d1; d++) {
+        *o++ = 0x0a;
+        o = put(o, (uint64_t)job->name_sizes[d]);
+        memcpy(o, job->names[d], job->name_sizes[d]);
+        o += job->name_sizes[d];
+    }
+    o = head(o, "input_ids", 9, p->ids_feature);
+    *o++ = 0x1a;
+    o = put(o, (uint64_t)p->ids_listed);
+    if (p->ids_bytes) {
+        *o++ = 0x0a;
+        o = put(o, (uint64_t)p->ids_bytes);
+        for (Py_ssize_t i = job->first_id[r]; i < job->first_id[r + 1]; i++)
+            o = put(o, (uint64_t)job->ids[i]);
+    }
+    if (job->labels) {
+        o = head(o, "label", 5, p->lab_feature);
+        o = int64_feature(o, job->labels + d0, d1 - d0, p->lab_values);
+    }
+    o = head(o, "length", 6, p->len_feature);
+    int64_feature(o, job->sizes + d0, d1 - d0, p->len_values);
+}
+
+/* A C-contiguous buffer of signed 64-bit integers (an int64 numpy array). */
+static int int64s(PyObject *obj, Py_buffer *view, Py_ssize_t *count) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    const char *format = view->format ? view->format : "B";
+    char kind = format[0] && strchr("@=<", format[0]) ? format[1] : format[0];
+    if (view->itemsize != 8 || (kind != 'l' && kind != 'q')) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "expected int64 values");
+        return -1;
+    }
+    *count = view->len / 8;
+    return 0;
+}
+
+static PyObject *examples(PyObject *self, PyObject *args) {
+    PyObject *ids_obj, *sizes_obj, *names_obj, *labels_obj, *blocks_obj;
+    if (!PyArg_ParseTuple(args, "OOOOO", &ids_obj, &sizes_obj, &names_obj, &labels_obj,
+                          &blocks_obj))
+        return NULL;
+    Py_buffer ids = {0}, sizes = {0}, labels = {0}, blocks = {0};
+    PyObject *held = NULL, *result = NULL;
+    Job job = {0};
+    Py_ssize_t id_count, n;
+    if (int64s(ids_obj, &ids, &id_count) < 0) return NULL;
+    if (int64s(sizes_obj, &sizes, &job.docs) < 0) goto done;
+    if (labels_obj != Py_None && int64s(labels_obj, &labels, &n) < 0) goto done;
+    if (labels.obj && n != job.docs) {
+        PyErr_SetString(PyExc_ValueError, "one label a document");
+        goto done;
+    }
+    job.records = job.docs;
+    if (blocks_obj != Py_None && int64s(blocks_obj, &blocks, &job.records) < 0) goto done;
+    held = PySequence_Tuple(names_obj); /* keeps every name alive while the GIL is released */
+    if (!held) goto done;
+    if (PyTuple_GET_SIZE(held) != job.docs) {
+        PyErr_SetString(PyExc_ValueError, "one doc_id a document");
+        goto done;
+    }
+    job.ids = ids.buf;
+    job.sizes = sizes.buf;
+    job.labels = labels.obj ? labels.buf : NULL;
+    job.per_record = blocks.obj ? blocks.buf : NULL;
+    job.names = PyMem_Malloc(sizeof(char *) * (job.docs + 1));
+    job.name_sizes = PyMem_Malloc(sizeof(Py_ssize_t) * (job.docs + 1));
+    job.first_doc = PyMem_Malloc(sizeof(Py_ssize_t) * (job.records + 1));
+    job.first_id = PyMem_Malloc(sizeof(Py_ssize_t) * (job.records + 1));
+    job.plans = PyMem_Malloc(sizeof(Plan) * (job.records + 1));
+    job.out = PyMem_Malloc(sizeof(unsigned char *) * (job.records + 1));
+    if (!job.names || !job.name_sizes || !job.first_doc || !job.first_id || !job.plans ||
+        !job.out) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t d = 0; d < job.docs; d++) {
+        PyObject *name = PyTuple_GET_ITEM(held, d);
+        if (PyBytes_Check(name)) {
+            job.names[d] = PyBytes_AS_STRING(name);
+            job.name_sizes[d] = PyBytes_GET_SIZE(name);
+        } else if (!(job.names[d] = PyUnicode_AsUTF8AndSize(name, &job.name_sizes[d]))) {
+            goto done;
+        }
+    }
+    /* Each record's documents and ids: checked here, so the loops below cannot overrun. */
+    Py_ssize_t doc = 0, at = 0;
+    for (Py_ssize_t r = 0; r < job.records; r++) {
+        Py_ssize_t take = job.per_record ? job.per_record[r] : 1;
+        if (take < 1 || doc + take > job.docs) {
+            PyErr_SetString(PyExc_ValueError, "blocks do not cover the documents");
+            goto done;
+        }
+        job.first_doc[r] = doc;
+        job.first_id[r] = at;
+        for (Py_ssize_t d = doc; d < doc + take; d++) {
+            if (job.sizes[d] < 0) {
+                PyErr_SetString(PyExc_ValueError, "negative document size");
+                goto done;
+            }
+            at += job.sizes[d];
+        }
+        doc += take;
+    }
+    if (doc != job.docs || at != id_count) {
+        PyErr_SetString(PyExc_ValueError, "sizes do not cover the ids");
+        goto done;
+    }
+    job.first_doc[job.records] = doc;
+    job.first_id[job.records] = at;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < job.records; r++) plan_record(&job, r);
+    Py_END_ALLOW_THREADS
+    result = PyList_New(job.records);
+    if (!result) goto done;
+    for (Py_ssize_t r = 0; r < job.records; r++) {
+        PyObject *record = PyBytes_FromStringAndSize(NULL, job.plans[r].size);
+        if (!record) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        job.out[r] = (unsigned char *)PyBytes_AS_STRING(record);
+        PyList_SET_ITEM(result, r, record);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < job.records; r++) write_record(&job, r);
+    Py_END_ALLOW_THREADS
+done:
+    PyMem_Free(job.names);
+    PyMem_Free(job.name_sizes);
+    PyMem_Free(job.first_doc);
+    PyMem_Free(job.first_id);
+    PyMem_Free(job.plans);
+    PyMem_Free(job.out);
+    Py_XDECREF(held);
+    if (ids.obj) PyBuffer_Release(&ids);
+    if (sizes.obj) PyBuffer_Release(&sizes);
+    if (labels.obj) PyBuffer_Release(&labels);
+    if (blocks.obj) PyBuffer_Release(&blocks);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"examples", examples, METH_VARARGS,
+     "examples(ids, sizes, doc_ids, labels, per_record) -> list of serialized Examples: ids "
+     "and sizes (ids per document) int64 buffers, doc_ids str or bytes, labels an int64 "
+     "buffer or None, per_record (documents a record holds) an int64 buffer or None (one "
+     "each)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_records", "Serialized text examples, without the GIL.", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__records(void) { return PyModule_Create(&module); }

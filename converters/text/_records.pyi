@@ -1,0 +1,8 @@
+"""Types of the compiled step `_records.c` (see native.py and examples.py)."""
+
+from collections.abc import Sequence
+from typing import Any
+
+def examples(
+    ids: Any, sizes: Any, doc_ids: Sequence[str | bytes], labels: Any, per_record: Any
+) -> list[bytes]: ...

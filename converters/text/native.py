@@ -1,0 +1,30 @@
+"""feedgpu's compiled steps for text conversion, where the package was built with them.
+
+Two small C extensions, built by setup.py: `_wordpiece` (WordPiece ids of plain texts:
+`plain_wordpiece`) and `_records` (serialized examples: `examples`). Each gives the same
+result as the Python and TensorFlow path it replaces, faster (benchmarks/RESULTS.md, "Issue 29,
+fifth session"). Without a C compiler at install the package installs without them and uses
+that path; FEEDGPU_NO_NATIVE=1 does the same, for comparing or ruling them out.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+NO_NATIVE_ENV = "FEEDGPU_NO_NATIVE"
+STEPS = ("_wordpiece", "_records")
+
+
+def native_module(name: str) -> ModuleType | None:
+    """The compiled step `name` (one of STEPS), or None: not built here, or turned off by
+    FEEDGPU_NO_NATIVE."""
+    if name not in STEPS:
+        raise ValueError(f"no compiled step {name!r}")
+    if os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
+        return None
+    try:
+        return importlib.import_module(f"feedgpu.converters.text.{name}")
+    except ImportError:
+        return None
