@@ -9,7 +9,7 @@ Alternates, in one process on the same generated corpus (JSONL, Zipf-distributed
 For WordPiece also (a'): the same graph called from a thread a core without tf.data;
 (a''): the tokenizer step ours runs (`TextTokenizer.ids`: plain texts by feedgpu's compiled
 step where built, the rest by tensorflow-text, doubtful texts redone), alone on threads; and
-(c'): ours with the compiled step turned off (FEEDGPU_NO_NATIVE), for what it gains. Prints
+(c'): ours with its compiled steps turned off (FEEDGPU_NO_NATIVE), for what they gain. Prints
 tokens/s (the corpus's tokens, no special tokens, for every contender) and the ratios last,
 each the median of the rounds' own: ours against the strongest of (a), (a') and (a'') at each
 length, the headline (target >= 0.7 at every length), with ours/(a) beside it, and ours/(b)
@@ -212,11 +212,12 @@ def models_built() -> Iterator[None]:
 
 def run_ours(src: str, out_dir: str, tokenizer_arg: str, native: bool = True) -> float:
     """Seconds (c) takes, as the vocabulary's first conversion (`models_built`); with native
-    False, (c'): the same without the compiled step for plain texts (FEEDGPU_NO_NATIVE)."""
+    False, (c'): the same without its compiled steps (FEEDGPU_NO_NATIVE)."""
     from feedgpu.converters.text.convert import TextOptions, convert_text
     from feedgpu.converters.text.native import NO_NATIVE_ENV
 
     shutil.rmtree(out_dir, ignore_errors=True)
+    before = os.environ.get(NO_NATIVE_ENV)
     with models_built():
         os.environ[NO_NATIVE_ENV] = "0" if native else "1"
         try:
@@ -224,7 +225,10 @@ def run_ours(src: str, out_dir: str, tokenizer_arg: str, native: bool = True) ->
             convert_text(src, out_dir, TextOptions(tokenizer=tokenizer_arg), quiet=True)
             return time.perf_counter() - start
         finally:
-            del os.environ[NO_NATIVE_ENV]
+            if before is None:
+                del os.environ[NO_NATIVE_ENV]
+            else:
+                os.environ[NO_NATIVE_ENV] = before
 
 
 def _learn_vocabulary(args: argparse.Namespace, kind: str, tmp: str) -> None:

@@ -3,12 +3,13 @@ process each run, as a user runs it, with tensorflow-text's models built (an emp
 folder: a vocabulary's first conversion) against kept (the folder a previous run filled).
 
 Alternates built and kept, --rounds times, on one generated corpus (`bench_data.make_corpus`,
-medium documents) and one vocabulary (a vocab.txt given, else the 8k one bench_convert_text
-learns). Prints each run's conversion step (the CLI's `stages_s.conversion`) and the whole
-process's wall time, their medians, and kept/built as the median of each round's own ratio
-(this shared host's speed drifts between rounds by more than the gap). Measured before the
-cache (77fe774, RESULTS.md "Issue 29, fourth session"): a conversion paid about 0.5 s building
-the models of an 8k or a 30k vocabulary.
+real-like documents: one in five holds non-ASCII text, which tensorflow-text tokenizes; plain
+text takes feedgpu's compiled step, which needs no models) and one vocabulary (a vocab.txt
+given, else the 8k one bench_convert_text learns). Prints each run's conversion step (the
+CLI's `stages_s.conversion`) and the whole process's wall time, their medians, and kept/built
+as the median of each round's own ratio (this shared host's speed drifts between rounds by
+more than the gap). Measured before the cache (77fe774, RESULTS.md "Issue 29, fourth
+session"): a conversion paid about 0.5 s building the models of an 8k or a 30k vocabulary.
 
 Usage: python benchmarks/bench_model_cache.py [--mb 50] [--rounds 4] [--tokenizer vocab.txt]
 """
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     tmp = tempfile.mkdtemp(prefix="bench_model_cache_")
     try:
         src = os.path.join(tmp, "corpus")
-        docs = make_corpus(src, args.mb)
+        docs = make_corpus(src, args.mb, length="real")
         vocab = args.tokenizer or os.path.join(tmp, "vocab.txt")
         if not args.tokenizer:
             train_tokenizer("train:wordpiece:8000", docs[: max(1, len(docs) // 10)], tmp)

@@ -764,7 +764,7 @@ def test_plain_batches_take_the_short_graph_with_the_whole_tokenizers_ids(
 ) -> None:
     """Batches of plain texts skip BERT's normaliser (lowercasing in-graph instead): the ids
     must be the full FastBertTokenizer's and HF's, cased or not, with tabs, CR, LF,
-    punctuation and over-long words. (The compiled step's: tests/test_plain_wordpiece.py.)"""
+    punctuation and over-long words. (The compiled step's: tests/test_native.py.)"""
     import random
 
     import numpy as np

@@ -261,3 +261,66 @@ def test_records_step_refuses_what_does_not_add_up() -> None:
     for *args, message in cases:
         with pytest.raises(ValueError, match=message):
             step.examples(*args)
+
+
+def test_records_step_takes_any_doc_id_and_label(monkeypatch: pytest.MonkeyPatch) -> None:
+    """doc_ids as bytes (a string tensor's), empty ones, negative labels: the graph's bytes."""
+    from feedgpu.converters.text import examples
+
+    if native_module("_records") is None:
+        assert not os.environ.get("CI"), "the compiled step was not built (setup.py)"
+        pytest.skip("feedgpu's compiled step is not built here (no C compiler at install)")
+    ids, sizes = np.arange(9, dtype=np.int64), np.array([4, 0, 5], np.int64)
+    args = (ids, sizes, [b"a:1", b"", "\u00e9:3"], [-1, 0, -(2**40)], [2, 1])
+    got = examples._serialize(*args)
+    monkeypatch.setenv(NO_NATIVE_ENV, "1")
+    assert got == examples._serialize(*args)
+
+
+def test_records_step_refuses_sizes_that_overflow() -> None:
+    """Sizes whose sum wraps around to the id count: refused, not read past the end."""
+    step = native_module("_records")
+    if step is None:
+        assert not os.environ.get("CI"), "the compiled step was not built (setup.py)"
+        pytest.skip("feedgpu's compiled step is not built here (no C compiler at install)")
+    huge = np.array([2**62] * 4, np.int64)
+    with pytest.raises(ValueError, match="sizes do not cover"):
+        step.examples(np.zeros(0, np.int64), huge, ["a"] * 4, None, None)
+    with pytest.raises(ValueError, match="blocks do not cover"):
+        step.examples(np.zeros(0, np.int64), np.zeros(2, np.int64), ["a"] * 2, None, huge[:2])
+
+
+def test_vocabulary_ids_with_a_gap_take_hf(tmp_path: Path) -> None:
+    """A vocab.txt with a line twice: HF keeps the later id, which leaves a gap; the fast
+    paths number tokens by position, so neither is used and the ids are HF's."""
+    from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "world", "hello", "zebra", "##s"]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tok = load_tokenizer(TokenizerSpec.parse(str(tmp_path / "vocab.txt")))
+    assert not tok.fast_capable and tok.plain_step() is None
+    assert tok.encode_reference(["zebras hello"]) == [[7, 8, 6]]
+
+
+def test_added_tokens_beside_the_vocabulary(
+    tmp_path: Path, module: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tokens added to a tokenizer.json, beyond its WordPiece vocabulary: never WordPiece's
+    pieces ("##qq" is no continuing piece for HF), and found where HF finds them: a
+    normalized one in any case and with tab, CR or LF for its space; with any normalized
+    token, every text that is not plain goes to HF whole."""
+    from feedgpu.converters.text.tokenizer import TextTokenizer
+
+    rng = random.Random(8)
+    vocab = _vocab(rng, 400)
+    hf = _hf(vocab, True)
+    hf.add_tokens(["##qq", "ab cd", "Kelvin"])
+    tok = TextTokenizer(Tokenizer.from_str(hf.to_str()))
+    assert tok.fast_capable and len(tok.tokens()) == len(vocab)
+    texts = ["aqq", "x AB\tCD y", "ab\ncd", "\u212aelvin", "CAF\u00c9S", "plain words", "cafe"]
+    assert tok.typed_added(texts) == [1, 2, 3, 4]
+    expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+    assert _per_text(*tok.ids(texts)) == expected
+    monkeypatch.setenv(NO_NATIVE_ENV, "1")
+    without = TextTokenizer(Tokenizer.from_str(hf.to_str()))
+    assert _per_text(*without.ids(texts)) == expected

@@ -211,7 +211,7 @@ static PyObject *examples(PyObject *self, PyObject *args) {
     Py_ssize_t doc = 0, at = 0;
     for (Py_ssize_t r = 0; r < job.records; r++) {
         Py_ssize_t take = job.per_record ? job.per_record[r] : 1;
-        if (take < 1 || doc + take > job.docs) {
+        if (take < 1 || take > job.docs - doc) { /* no sum that could overflow */
             PyErr_SetString(PyExc_ValueError, "blocks do not cover the documents");
             goto done;
         }
@@ -220,6 +220,10 @@ static PyObject *examples(PyObject *self, PyObject *args) {
         for (Py_ssize_t d = doc; d < doc + take; d++) {
             if (job.sizes[d] < 0) {
                 PyErr_SetString(PyExc_ValueError, "negative document size");
+                goto done;
+            }
+            if (job.sizes[d] > id_count - at) {
+                PyErr_SetString(PyExc_ValueError, "sizes do not cover the ids");
                 goto done;
             }
             at += job.sizes[d];

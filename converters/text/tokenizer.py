@@ -15,6 +15,7 @@ import functools
 import hashlib
 import itertools
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterable, Sequence
@@ -29,6 +30,7 @@ from feedgpu.converters.text.redo import AddedTokens, needs_reference, word_runs
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import PAD_TOKENS, pad_token_id
 
+logger = logging.getLogger(__name__)
 SPECIAL_WORDPIECE = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 SPECIAL_BPE = ("<pad>", "<unk>", "<s>", "</s>")
 
@@ -93,11 +95,15 @@ class TextTokenizer:
         self._plain: Any = None  # the compiled step for plain texts; False: not to be had
         self._lock = threading.Lock()
         # The fast path reproduces BERT normalisation + pre-tokenisation + WordPiece only.
+        # The fast paths take a vocabulary's tokens in id order: ids 0..n-1 without a gap (a
+        # vocab.txt with a line twice has one: HF keeps the later id).
+        ids = sorted(hf.get_vocab(with_added_tokens=False).values())
         self.fast_capable = (
             self.is_wordpiece
             and normalizer.get("type") == "BertNormalizer"
             and (config.get("pre_tokenizer") or {}).get("type") == "BertPreTokenizer"
             and normalizer.get("strip_accents") in (None, self.lowercase)
+            and ids == list(range(len(ids)))
         )
 
     def __getstate__(self) -> dict[str, Any]:
@@ -197,8 +203,8 @@ class TextTokenizer:
         return AddedTokens.of(self.config)
 
     def typed_added(self, texts: Sequence[str]) -> list[int]:
-        """Which texts hold an added token's text ("[SEP]" typed in a document), which HF
-        matches before normalising and the fast path does not: HF tokenizes them whole."""
+        """Which texts may hold an added token ("[SEP]" typed in a document), which HF matches
+        before splitting and the fast paths do not: HF tokenizes them whole (`AddedTokens`)."""
         return self._added.find(texts) if self._added is not None else []
 
     def redo(
@@ -210,8 +216,9 @@ class TextTokenizer:
         return splice_ids(values, lengths, unsure, self.exact_ids([texts[i] for i in unsure]))
 
     def tokens(self) -> list[str]:
-        """The vocabulary's tokens in id order."""
-        return [t for t, _ in sorted(self.hf.get_vocab().items(), key=lambda kv: kv[1])]
+        """The model's vocabulary in id order (tokens added beside it are not WordPiece's)."""
+        vocab = self.hf.get_vocab(with_added_tokens=False)
+        return [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
 
     def fast(self) -> Any:
         """The tensorflow-text FastBertTokenizer for this vocabulary (imports TensorFlow)."""
@@ -248,14 +255,17 @@ class TextTokenizer:
                 self._plain = False
                 if module is not None and self.fast_capable and self.unk_id is not None:
                     prefix, max_chars = self._wordpiece_settings()
-                    self._plain = PlainWordPiece(
-                        module,
-                        self.tokens(),
-                        prefix=prefix,
-                        unknown_id=self.unk_id,
-                        max_chars=max_chars,
-                        lowercase=self.lowercase,
-                    )
+                    try:
+                        self._plain = PlainWordPiece(
+                            module,
+                            self.tokens(),
+                            prefix=prefix,
+                            unknown_id=self.unk_id,
+                            max_chars=max_chars,
+                            lowercase=self.lowercase,
+                        )
+                    except (MemoryError, ValueError) as e:  # a vocabulary past its limits
+                        logger.warning("plain texts by tensorflow-text: %s", e)
             return self._plain or None
 
     def fast_ids(
