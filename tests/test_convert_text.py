@@ -783,7 +783,7 @@ def test_plain_batches_take_the_short_graph_with_the_whole_tokenizers_ids(
     texts = [t for t in texts if t.strip()]
     # The graphs themselves (where the compiled step is built, plain texts skip them).
     short_values, short_lengths, short_unsure = tok._graph_ids(texts, [True] * len(texts))
-    assert tok._fast_graph[1] is not None  # the short graph exists (and so took the batch)
+    assert tok._fast_graph.plain is not None  # the short graph exists (and so took the batch)
     whole_values, whole_lengths, whole_unsure = tok._graph_ids(texts, None)
     assert short_unsure == whole_unsure == []
     assert np.array_equal(short_lengths, whole_lengths)

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from feedgpu import storage
@@ -105,9 +106,36 @@ def _digest(*parts: bytes) -> bytes:
     return h.digest()
 
 
-def fast_graphs(fast: Any, lowercase: bool) -> tuple[Any, Any]:
-    """The tokenizer's graphs, traced: (texts, known plain) -> (ids, counts, plain), and
-    plain texts -> (ids, counts), or None where tensorflow-text's step cannot be reached.
+@dataclass(frozen=True)
+class FastGraphs:
+    """The tokenizer's graphs, traced (`fast_graphs`).
+
+    Attributes:
+        whole: (texts, known plain) -> (ids, counts, plain as far as RE2 can tell).
+        plain: plain texts -> (ids, counts); None where tensorflow-text's step is out of reach.
+    """
+
+    whole: Any
+    plain: Any
+
+    def ids(
+        self, texts: Sequence[str], plain: Sequence[bool] | None
+    ) -> tuple[Any, Any, list[bool]]:
+        """A batch's ids concatenated and each text's count (int64 numpy), one graph call; and
+        which texts are cleared as plain. plain: texts known to be plain, if known."""
+        import tensorflow as tf
+
+        batch = tf.constant(list(texts), tf.string)
+        if self.plain is not None and plain is not None and all(plain):
+            values, lengths = self.plain(batch)
+            return values.numpy(), lengths.numpy(), [True] * len(texts)
+        known = tf.constant(plain if plain is not None else [False] * len(texts), tf.bool)
+        values, lengths, cleared = self.whole(batch, known)
+        return values.numpy(), lengths.numpy(), cleared.numpy().tolist()
+
+
+def fast_graphs(fast: Any, lowercase: bool) -> FastGraphs:
+    """The tokenizer's graphs for a FastBertTokenizer, traced.
 
     Batches of plain texts only (printable ASCII, tab, CR, LF) skip BERT's normaliser: for
     them it only lowercases (when the vocabulary is uncased) and turns tab, CR and LF into
@@ -146,6 +174,6 @@ def fast_graphs(fast: Any, lowercase: bool) -> tuple[Any, Any]:
     # last 5 calls ... triggered tf.function retracing" warning, and the time).
     tokenize.get_concrete_function()
     if words is None:
-        return tokenize, None
+        return FastGraphs(tokenize, None)
     tokenize_plain.get_concrete_function()
-    return tokenize, tokenize_plain
+    return FastGraphs(tokenize, tokenize_plain)

@@ -295,24 +295,12 @@ class TextTokenizer:
     ) -> tuple[Any, Any, list[int]]:
         """`fast_ids` by tensorflow-text: one graph call per batch, which also clears
         printable-ASCII texts (most of a corpus), so only the others are checked here."""
-        import tensorflow as tf
-
         with self._lock:
             if self._fast_graph is None:
                 self._fast_graph = fast_graphs(self._build_fast(), self.lowercase)
-        whole, short = self._fast_graph
-        batch = tf.constant(list(texts), tf.string)
-        if short is not None and plain is not None and all(plain):
-            values, lengths = short(batch)
-            return values.numpy(), lengths.numpy(), []
-        known = tf.constant(plain if plain is not None else [False] * len(texts), tf.bool)
-        values, lengths, cleared = whole(batch, known)
-        unsure = [
-            i
-            for i, ok in enumerate(cleared.numpy().tolist())
-            if not ok and self.needs_reference(texts[i])
-        ]
-        return values.numpy(), lengths.numpy(), unsure
+        values, lengths, cleared = self._fast_graph.ids(texts, plain)
+        unsure = [i for i, ok in enumerate(cleared) if not ok and self.needs_reference(texts[i])]
+        return values, lengths, unsure
 
     def encode_reference(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids without special tokens, by HF (its own threads, in batches)."""
