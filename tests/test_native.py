@@ -91,28 +91,35 @@ def test_plain_ids_are_hfs(module: Any, lowercase: bool, model: dict[str, Any]) 
     vocab = _vocab(rng, 3000)  # past the trie's first table: it grows while built
     hf = _hf(vocab, lowercase, **model)
     texts = _texts(rng, vocab, 1500)
-    values, lengths, others = _step(module, vocab, hf, lowercase).ids(texts)
-    assert others == []
+    values, lengths, holes = _step(module, vocab, hf, lowercase).ids(texts)
+    assert holes.shape == (0, 4)
     expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
     assert _per_text(values, lengths) == expected
     assert values.dtype == lengths.dtype == np.int64
 
 
-def test_texts_that_are_not_plain_are_left_out(module: Any) -> None:
-    """Non-ASCII text and control characters (HF's normaliser drops or changes them) are
-    counted 0 and listed for the usual path; the plain texts around them are unaffected."""
+def test_chunks_that_are_not_plain_are_left_as_holes(module: Any) -> None:
+    """In texts that are not plain, the chunks between ASCII whitespace holding non-ASCII text
+    or control characters (HF's normaliser drops or changes them) are holes, placed where their
+    ids go; HF's ids of each hole put there give HF's ids of the whole text."""
     rng = random.Random(1)
     vocab = _vocab(rng, 500)
     hf = _hf(vocab, True)
-    plain = _texts(rng, vocab, 20)
-    odd = ["café au lait", "a\x01b", "del\x7f", "tab\x0bvertical", "nul\x00", "…"]
-    texts = [t for pair in zip(plain, odd + [""] * 14, strict=True) for t in pair]
-    values, lengths, others = _step(module, vocab, hf, True).ids(texts)
-    assert others == [2 * i + 1 for i in range(len(odd))]
-    assert lengths[others].tolist() == [0] * len(odd)
-    kept = [i for i in range(len(texts)) if i not in others]
-    expected = [e.ids for e in hf.encode_batch([texts[i] for i in kept], add_special_tokens=False)]
-    assert _per_text(values, lengths[kept]) == expected
+    plain = _texts(rng, vocab, 24)
+    odd = ["café au lait", "a\x01b c", "x del\x7f y", "tab\x0bvertical", "nul\x00", "…"]
+    odd += ["München, 東京 and ÉCOLE", "  naïve  ", "\u00a0nbsp\u3000wide"]
+    texts = [t for pair in zip(plain, odd + [""] * 15, strict=True) for t in pair]
+    values, lengths, holes = _step(module, vocab, hf, True).ids(texts)
+    assert sorted(set(holes[:, 0].tolist())) == [2 * i + 1 for i in range(len(odd))]
+    chunks = [texts[t][a:b] for t, a, b, _ in holes.tolist()]
+    assert "café" in chunks and "\x01b" not in chunks and "a\x01b" in chunks and "au" not in chunks
+    assert all(not any(c in chunk for c in " \t\n\r") for chunk in chunks)
+    sizes = [len(e.ids) for e in hf.encode_batch(chunks, add_special_tokens=False)]
+    more = [i for e in hf.encode_batch(chunks, add_special_tokens=False) for i in e.ids]
+    values = np.insert(values, np.repeat(holes[:, 3], sizes), more)
+    lengths = lengths + np.bincount(holes[:, 0], sizes, len(texts)).astype(np.int64)
+    expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+    assert _per_text(values, lengths) == expected
 
 
 def test_threads_share_one_vocabulary(module: Any) -> None:

@@ -234,6 +234,60 @@ static Py_ssize_t text_ids(const Vocab *v, const unsigned char *s, Py_ssize_t le
     return n;
 }
 
+/* The chunks of a text that is not plain (pieces between ASCII whitespace: WordPiece never
+ * crosses it): plain ones tokenized here, the others left as holes for the caller, each
+ * (text, first code point, end, where its ids go among the output's). */
+typedef struct {
+    int64_t *quads;
+    Py_ssize_t count, capacity;
+} Holes;
+
+static int add_hole(Holes *h, Py_ssize_t text, Py_ssize_t start, Py_ssize_t end, Py_ssize_t at) {
+    if (h->count == h->capacity) {
+        Py_ssize_t capacity = h->capacity ? 2 * h->capacity : 64;
+        int64_t *quads = realloc(h->quads, sizeof(int64_t) * 4 * capacity);
+        if (!quads) return -1;
+        h->quads = quads;
+        h->capacity = capacity;
+    }
+    int64_t *q = h->quads + 4 * h->count++;
+    q[0] = text;
+    q[1] = start;
+    q[2] = end;
+    q[3] = at;
+    return 0;
+}
+
+static inline int ascii_space(Py_UCS4 c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* A text's plain chunks' ids into out (at most one a code point), its others into holes.
+ * buf: room for the text's length, where a chunk's code points become bytes. */
+static Py_ssize_t chunked_ids(const Vocab *v, int kind, const void *data, Py_ssize_t len,
+                              Py_ssize_t text, int64_t *out, Py_ssize_t at, Holes *holes,
+                              unsigned char *buf, int *failed) {
+    Py_ssize_t k = 0, n = 0;
+    while (k < len) {
+        if (ascii_space(PyUnicode_READ(kind, data, k))) {
+            k++;
+            continue;
+        }
+        Py_ssize_t e = k;
+        int plain = 1;
+        for (; e < len; e++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, e);
+            if (ascii_space(c)) break;
+            if (c < 32 || c > 126) plain = 0;
+            else buf[e - k] = (unsigned char)c;
+        }
+        if (plain)
+            n += text_ids(v, buf, e - k, out + n);
+        else if (add_hole(holes, text, k, e, at + n) < 0)
+            *failed = 1;
+        k = e;
+    }
+    return n;
+}
+
 static PyObject *tokenize(PyObject *self, PyObject *args) {
     PyObject *capsule, *texts;
     if (!PyArg_ParseTuple(args, "OO", &capsule, &texts)) return NULL;
@@ -242,64 +296,60 @@ static PyObject *tokenize(PyObject *self, PyObject *args) {
     /* A tuple holds a reference to every text while the GIL is released. */
     PyObject *held = PySequence_Tuple(texts);
     if (!held) return NULL;
-    Py_ssize_t count = PyTuple_GET_SIZE(held), total = 0;
-    const unsigned char **data = PyMem_Malloc(sizeof(*data) * (count + 1));
-    Py_ssize_t *sizes = PyMem_Malloc(sizeof(*sizes) * (count + 1));
-    PyObject *values = NULL, *lengths = NULL, *others = NULL, *result = NULL;
-    if (!data || !sizes) {
-        PyErr_NoMemory();
-        goto done;
-    }
+    Py_ssize_t count = PyTuple_GET_SIZE(held), total = 0, longest = 0;
+    PyObject *values = NULL, *lengths = NULL, *found = NULL, *result = NULL;
+    Holes holes = {NULL, 0, 0};
+    unsigned char *buf = NULL;
+    int failed = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *t = PyTuple_GET_ITEM(held, i);
         if (!PyUnicode_Check(t)) {
             PyErr_SetString(PyExc_TypeError, "texts must be str");
             goto done;
         }
-        if (PyUnicode_IS_ASCII(t)) { /* compact ASCII: its bytes as they are */
-            data[i] = PyUnicode_1BYTE_DATA(t);
-            sizes[i] = PyUnicode_GET_LENGTH(t);
-            total += sizes[i];
-        } else {
-            data[i] = NULL;
-            sizes[i] = 0;
-        }
+        Py_ssize_t len = PyUnicode_GET_LENGTH(t);
+        total += len;
+        if (len > longest) longest = len;
     }
     values = PyBytes_FromStringAndSize(NULL, (total + 1) * (Py_ssize_t)sizeof(int64_t));
     lengths = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
-    if (!values || !lengths) goto done;
+    buf = PyMem_Malloc(longest + 1);
+    if (!values || !lengths || !buf) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
     int64_t *out = (int64_t *)PyBytes_AS_STRING(values);
     int64_t *counts = (int64_t *)PyBytes_AS_STRING(lengths);
     Py_ssize_t at = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < count; i++) {
-        Py_ssize_t n = data[i] ? text_ids(v, data[i], sizes[i], out + at) : -1;
-        counts[i] = n; /* -1: not plain, for the caller */
-        if (n > 0) at += n;
+    for (Py_ssize_t i = 0; i < count && !failed; i++) {
+        PyObject *t = PyTuple_GET_ITEM(held, i);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(t), n = -1;
+        if (PyUnicode_IS_ASCII(t)) /* compact ASCII: its bytes as they are */
+            n = text_ids(v, PyUnicode_1BYTE_DATA(t), len, out + at);
+        if (n < 0) /* not plain: chunk by chunk */
+            n = chunked_ids(v, PyUnicode_KIND(t), PyUnicode_DATA(t), len, i, out + at, at,
+                            &holes, buf, &failed);
+        counts[i] = n;
+        at += n;
     }
     Py_END_ALLOW_THREADS
-    others = PyList_New(0);
-    if (!others) goto done;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (counts[i] < 0) {
-            counts[i] = 0;
-            PyObject *index = PyLong_FromSsize_t(i);
-            if (!index || PyList_Append(others, index) < 0) {
-                Py_XDECREF(index);
-                goto done;
-            }
-            Py_DECREF(index);
-        }
+    if (failed) {
+        PyErr_NoMemory();
+        goto done;
     }
+    found = PyBytes_FromStringAndSize((const char *)holes.quads,
+                                      holes.count * 4 * (Py_ssize_t)sizeof(int64_t));
+    if (!found) goto done;
     if (_PyBytes_Resize(&values, at * (Py_ssize_t)sizeof(int64_t)) < 0) goto done;
     if (_PyBytes_Resize(&lengths, count * (Py_ssize_t)sizeof(int64_t)) < 0) goto done;
-    result = Py_BuildValue("OOO", values, lengths, others);
+    result = Py_BuildValue("OOO", values, lengths, found);
 done:
-    PyMem_Free(data);
-    PyMem_Free(sizes);
+    PyMem_Free(buf);
+    free(holes.quads);
     Py_XDECREF(values);
     Py_XDECREF(lengths);
-    Py_XDECREF(others);
+    Py_XDECREF(found);
     Py_DECREF(held);
     return result;
 }
@@ -308,8 +358,9 @@ static PyMethodDef methods[] = {
     {"build", build, METH_VARARGS,
      "build(tokens, prefix, unk_id, max_chars, lowercase) -> vocabulary: tokens in id order."},
     {"tokenize", tokenize, METH_VARARGS,
-     "tokenize(vocabulary, texts) -> (int64 ids as bytes, int64 counts as bytes, indexes of "
-     "the texts that are not plain, counted 0)."},
+     "tokenize(vocabulary, texts) -> (int64 ids as bytes, int64 counts as bytes, holes as "
+     "bytes: int64 (text, start, end, position) of each chunk between ASCII whitespace that "
+     "is not plain, left out of the ids and the counts, for the caller)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -5,7 +5,8 @@ is at most ASCII lowercasing and its pre-tokenizer a split at whitespace and pun
 the ids come straight from the texts' bytes, without the GIL, at several times
 tensorflow-text's speed: that op also makes every token's string and offsets, which nobody
 reads, and needs the texts copied into a tensor first (benchmarks/RESULTS.md, "Issue 29, fifth
-session"). Other texts are left to tensorflow-text and HF, as before.
+session"). In other texts, the chunks between ASCII whitespace that are plain (most of them)
+are tokenized here too; the rest are left to tensorflow-text and HF, as before.
 
 Where the step is not built, or FEEDGPU_NO_NATIVE=1 is set, tensorflow-text takes every text
 (`native`).
@@ -19,8 +20,8 @@ from typing import Any
 
 
 class PlainWordPiece:
-    """A vocabulary's ids of plain texts, exactly HF's BERT WordPiece (its normaliser and
-    pre-tokenizer included); texts that are not plain are reported, not tokenized."""
+    """A vocabulary's ids of plain text, exactly HF's BERT WordPiece (its normaliser and
+    pre-tokenizer included); chunks that are not plain are reported, not tokenized."""
 
     def __init__(
         self,
@@ -37,10 +38,16 @@ class PlainWordPiece:
         self._module = module
         self._vocab = module.build(tokens, prefix, unknown_id, max_chars, lowercase)
 
-    def ids(self, texts: Sequence[str]) -> tuple[Any, Any, list[int]]:
-        """The texts' ids concatenated and each text's count (int64 numpy), and the indexes
-        of the texts that are not plain, counted 0 there, for the caller to tokenize."""
+    def ids(self, texts: Sequence[str]) -> tuple[Any, Any, Any]:
+        """The texts' ids concatenated and each text's count (int64 numpy), but for the holes:
+        each chunk between ASCII whitespace that is not plain, as rows (text, start, end,
+        where its ids go among the output's), int64 numpy of shape (holes, 4). WordPiece
+        never crosses whitespace, so a chunk's ids are the same alone or in its text."""
         import numpy as np
 
-        values, lengths, others = self._module.tokenize(self._vocab, texts)
-        return np.frombuffer(values, np.int64), np.frombuffer(lengths, np.int64), others
+        values, lengths, holes = self._module.tokenize(self._vocab, texts)
+        return (
+            np.frombuffer(values, np.int64),
+            np.frombuffer(lengths, np.int64),
+            np.frombuffer(holes, np.int64).reshape(-1, 4),
+        )

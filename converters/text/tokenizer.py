@@ -274,21 +274,24 @@ class TextTokenizer:
         """The fast path's ids of texts, concatenated (int64 numpy), and each text's count;
         then which texts `needs_reference` (to redo with HF).
 
-        Plain texts by the compiled step where it is built, the rest (or all) by one graph
-        call; both hold no GIL, so other threads keep working.
+        Plain text by the compiled step where it is built (in other texts, their plain chunks
+        between whitespace), the rest (or all) by one graph call; both hold no GIL, so other
+        threads keep working.
         plain: texts the caller already knows to be plain (`Document.plain`), for the graph.
         """
         step = self.plain_step()
         if step is None:
             return self._graph_ids(texts, plain)
-        values, lengths, others = step.ids(texts)
-        if not others:
+        import numpy as np
+
+        values, lengths, holes = step.ids(texts)
+        if not len(holes):
             return values, lengths, []
-        rest_values, rest_lengths, unsure = self._graph_ids([texts[i] for i in others], None)
-        values, lengths = splice_ids(
-            values, lengths, others, per_text_ids(rest_values, rest_lengths)
-        )
-        return values, lengths, [others[i] for i in unsure]
+        chunks = [texts[t][start:end] for t, start, end, _ in holes.tolist()]
+        more, sizes, unsure = self._graph_ids(chunks, None)
+        values = np.insert(values, np.repeat(holes[:, 3], sizes), more)  # in order, stably
+        lengths = lengths + np.bincount(holes[:, 0], sizes, len(texts)).astype(np.int64)
+        return values, lengths, sorted({int(holes[i, 0]) for i in unsure})
 
     def _graph_ids(
         self, texts: Sequence[str], plain: Sequence[bool] | None
