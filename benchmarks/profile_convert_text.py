@@ -2,14 +2,15 @@
 
 Each stage of `convert text` runs alone on one thread, on the batches the converter makes of
 the benchmark's corpus (`bench_data.make_corpus`), with the converter's own functions: reading
-lines, parsing JSON, the tokenizer graph, the redo of odd texts, routing, building serialized
+lines, parsing JSON, the tokenizer step (feedgpu's compiled step for plain text where built,
+tensorflow-text's graph for the rest), the redo of odd texts, routing, building serialized
 examples, statistics and framed writes, and a conversion's fixed cost (a one-document corpus:
 tokenizer build, graph tracing, planning, parity, final files). Then the whole conversion: its
 wall time, the CPU it used, that CPU less the stages' (in no stage: threads handing over the
 GIL and batches), and (a') of bench_convert_text (the tokenizer graph on a thread a core,
 nothing else) and (a'') (ours' own tokenizer step alone on threads) as the references.
 
-A stage's share is its CPU time (the process's) over the tokenizer graph's: on 2 cores a
+A stage's share is its CPU time (the process's) over the tokenizer step's: on 2 cores a
 conversion can reach 0.7x of the strongest reference only if everything but tokenizing costs
 under ~0.43 of it, perfectly overlapped.
 
@@ -91,7 +92,7 @@ def stages(src: str, vocab: str, out: str) -> tuple[dict[str, float], int]:
     took["parse JSON"], batches = _best(parse)
     tok.fast_ids(batches[0].texts[:4], batches[0].plain[:4])  # traced before the clock
     tok.fast_ids(["é"], [False])
-    took["tokenizer graph"], fast = _best(lambda: [tok.fast_ids(b.texts, b.plain) for b in batches])
+    took["tokenizer step"], fast = _best(lambda: [tok.fast_ids(b.texts, b.plain) for b in batches])
 
     took["redo odd texts"], ids = _best(
         lambda: [tok.redo(b.texts, *found) for b, found in zip(batches, fast, strict=True)]
@@ -188,14 +189,12 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
                 one_cpu = min(_timed_cpu(run_threads, tok, docs, 1)[1] for _ in range(3))
                 step = max(run_step(tok, src) for _ in range(3))  # (a''), the strongest mostly
                 best = max(threads, step)
-                graph = took["tokenizer graph"]
+                graph = took["tokenizer step"]
                 print(f"\n{profile}: {len(docs)} documents, {tokens / len(docs):.0f} tokens each")
                 for stage, seconds in took.items():
-                    print(f"  {stage:<30}{seconds:>8.3f} s  {seconds / graph:>6.2f}x the graph")
+                    print(f"  {stage:<30}{seconds:>8.3f} s  {seconds / graph:>6.2f}x the step")
                 other = sum(took.values()) - graph
-                print(
-                    f"  {'all but the graph':<30}{other:>8.3f} s  {other / graph:>6.2f}x the graph"
-                )
+                print(f"  {'all but the step':<30}{other:>8.3f} s  {other / graph:>6.2f}x the step")
                 # What no stage alone shows (the conversion's CPU less the stages'): threads
                 # handing the GIL and batches to each other, and what grows with the corpus in the
                 # parity sample and assembling shards (the fixed row is a one-document corpus's).
@@ -203,12 +202,12 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
                 # against on one, printed next. (a') takes BERT's normaliser on every text, which
                 # ours skips for plain ones: its graph costs more than ours.
                 rest = wall * cores - sum(took.values())
-                print(f"  {'in no stage':<30}{rest:>8.3f} s  {rest / graph:>6.2f}x the graph")
+                print(f"  {'in no stage':<30}{rest:>8.3f} s  {rest / graph:>6.2f}x the step")
                 for label, seconds in (
                     ("(a'), its CPU", threads_cpu),
                     ("(a') on one thread", one_cpu),
                 ):
-                    print(f"  {label:<30}{seconds:>8.3f} s  {seconds / graph:>6.2f}x the graph")
+                    print(f"  {label:<30}{seconds:>8.3f} s  {seconds / graph:>6.2f}x the step")
                 print(
                     f"  conversion {wall:.2f} s on {cores:.2f} cores: {tokens / wall / 1e6:.2f} M "
                     f"tokens/s; (a') {threads / 1e6:.2f}, (a'') {step / 1e6:.2f}: ours/best "
