@@ -249,8 +249,11 @@ decode = keep("decode", bench_input(images, BenchOptions(model="small", ablation
 c = decode.ceiling  # the small model's compute alone, on resident batches
 delay = 2 * c.step_ms_median / 1000  # twice the compute: ~67% input wait
 out["stall_delay_s"] = delay
+# Room for 60 steps of delay + compute (MIN_STEPS is 20): on a loaded host the ceiling read
+# above is slow, the delay long, and 2 s held 19 steps, whose verdict is "uncertain".
+stall = {**quick, "max_seconds": max(quick["max_seconds"], 60 * 1.5 * delay)}
 keep("stalled", bench_input(images, BenchOptions(ablation="never", overrides=small,
-     stages=StageChanges(delay_s=(("stall", delay),)), **quick), setup=setup))
+     stages=StageChanges(delay_s=(("stall", delay),)), **stall), setup=setup))
 print(json.dumps(out))
 """
 

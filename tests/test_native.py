@@ -1,5 +1,6 @@
-"""The compiled step for plain texts (`_wordpiece.c`) gives HF's ids exactly, or leaves a text to
-the usual path; without it (not built, or FEEDGPU_NO_NATIVE), conversion is unchanged."""
+"""feedgpu's compiled steps: WordPiece of plain text (`_wordpiece.c`) gives HF's ids exactly, or
+leaves a chunk to the usual path; serialized examples (`_records.c`) are the graph's bytes;
+without them (not built, or FEEDGPU_NO_NATIVE), conversion is unchanged."""
 
 from __future__ import annotations
 
@@ -331,3 +332,44 @@ def test_added_tokens_beside_the_vocabulary(
     monkeypatch.setenv(NO_NATIVE_ENV, "1")
     without = TextTokenizer(Tokenizer.from_str(hf.to_str()))
     assert _per_text(*without.ids(texts)) == expected
+
+
+@pytest.mark.parametrize("no_native", ["0", "1"])
+def test_replacement_characters_take_hfs_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_native: str
+) -> None:
+    """U+FFFD (what undecodable bytes are read as): HF's normaliser drops it, tensorflow-text
+    kept it and made the word [UNK]; such texts are redone by HF."""
+    from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
+
+    monkeypatch.setenv(NO_NATIVE_ENV, no_native)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "world", "cafe", "au", "lait", "##s"]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tok = load_tokenizer(TokenizerSpec.parse(str(tmp_path / "vocab.txt")))
+    texts = ["hello w\ufffdorld", "caf\ufffde au lait", "\ufffd", "worlds \ufffd hello"]
+    expected = tok.encode_reference(texts)
+    assert expected[0] == [4, 5]
+    assert _per_text(*tok.ids(texts)) == expected
+
+
+def test_a_text_of_many_holes_is_one(module: Any) -> None:
+    """Past four chunks that are not plain, a text is one hole, whole (each hole costs the
+    caller a string and an insert); up to four, each chunk is its own."""
+    rng = random.Random(9)
+    vocab = _vocab(rng, 300)
+    hf = _hf(vocab, True)
+    four = "a é b ü c ï d ö e"
+    five = "a é b ü c ï d ö e ä"
+    values, lengths, holes = _step(module, vocab, hf, True).ids([four, "x y", five, "z"])
+    assert holes[:, 0].tolist() == [0, 0, 0, 0, 2]
+    assert holes[-1].tolist() == [2, 0, len(five), int(lengths[:2].sum())]
+    assert lengths[2] == 0 and lengths[3] == 1
+    chunks = [[four, "x y", five, "z"][t][a:b] for t, a, b, _ in holes.tolist()]
+    sizes = [len(e.ids) for e in hf.encode_batch(chunks, add_special_tokens=False)]
+    more = [i for e in hf.encode_batch(chunks, add_special_tokens=False) for i in e.ids]
+    values = np.insert(values, np.repeat(holes[:, 3], sizes), more)
+    lengths = lengths + np.bincount(holes[:, 0], sizes, 4).astype(np.int64)
+    texts = [four, "x y", five, "z"]
+    assert _per_text(values, lengths) == [
+        e.ids for e in hf.encode_batch(texts, add_special_tokens=False)
+    ]

@@ -6,8 +6,9 @@
  * greedy longest match. tensorflow-text's op does this too, but also builds every token's
  * string and offsets, which nobody reads, and needs the texts copied into a tensor first;
  * here the ids come straight from the texts' bytes (benchmarks/RESULTS.md, "Issue 29,
- * fifth session"). Texts that are not plain are left to the caller (their indexes are
- * returned), which tokenizes them the usual way.
+ * fifth session"). In a text that is not plain, the chunks between ASCII whitespace that are
+ * plain are tokenized here too (WordPiece never crosses whitespace); the others are left to
+ * the caller as holes, which it tokenizes the usual way; a text of many holes is one hole.
  *
  * The vocabulary is a trie kept in a hash table: a node is a prefix of some token, keyed by
  * (its parent node, its last byte), exactly, so no two strings can be confused. Two roots:
@@ -260,12 +261,17 @@ static int add_hole(Holes *h, Py_ssize_t text, Py_ssize_t start, Py_ssize_t end,
 
 static inline int ascii_space(Py_UCS4 c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
+/* Past this many holes a text is one hole, whole: each hole costs the caller a string and an
+ * insert, so a text mostly in another script goes to tensorflow-text in one piece, as it did
+ * before holes. */
+#define MAX_HOLES 4
+
 /* A text's plain chunks' ids into out (at most one a code point), its others into holes.
  * buf: room for the text's length, where a chunk's code points become bytes. */
 static Py_ssize_t chunked_ids(const Vocab *v, int kind, const void *data, Py_ssize_t len,
                               Py_ssize_t text, int64_t *out, Py_ssize_t at, Holes *holes,
                               unsigned char *buf, int *failed) {
-    Py_ssize_t k = 0, n = 0;
+    Py_ssize_t k = 0, n = 0, first_hole = holes->count;
     while (k < len) {
         if (ascii_space(PyUnicode_READ(kind, data, k))) {
             k++;
@@ -279,10 +285,15 @@ static Py_ssize_t chunked_ids(const Vocab *v, int kind, const void *data, Py_ssi
             if (c < 32 || c > 126) plain = 0;
             else buf[e - k] = (unsigned char)c;
         }
-        if (plain)
+        if (plain) {
             n += text_ids(v, buf, e - k, out + n);
-        else if (add_hole(holes, text, k, e, at + n) < 0)
+        } else if (add_hole(holes, text, k, e, at + n) < 0) {
             *failed = 1;
+        } else if (holes->count - first_hole > MAX_HOLES) {
+            holes->count = first_hole; /* its ids so far are dropped: it counts 0 */
+            if (add_hole(holes, text, 0, len, at) < 0) *failed = 1;
+            return 0;
+        }
         k = e;
     }
     return n;

@@ -34,8 +34,8 @@ _ASCII_SPACE = re.compile(r"[ \t\n\r]+")
 @functools.cache
 def _odd_char(char: str, lowercase: bool) -> bool:
     """A character the two paths may normalise differently: decided once per character."""
-    if unicodedata.category(char)[0] == "C" and char not in "\t\n\r":
-        return True  # BERT's normaliser drops control and format characters
+    if (unicodedata.category(char)[0] == "C" and char not in "\t\n\r") or char == "\ufffd":
+        return True  # BERT's normaliser drops control and format characters, and U+FFFD
     return lowercase and (
         char == "Σ"  # lower() gives a final sigma by context, case folding never does
         or char.lower() != char.casefold()

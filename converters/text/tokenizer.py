@@ -1,12 +1,12 @@
 """Tokenizers for conversion: load tokenizer.json or vocab.txt, or train one; never download.
 
 HF `tokenizers` is the reference for every model. WordPiece vocabularies also get a fast path:
-plain texts by feedgpu's compiled step where it is built (`plain_wordpiece`), the others by
-tensorflow-text's `FastBertTokenizer` (several times HF's speed: benchmarks/RESULTS.md,
-"Text conversion"), used only where it
+plain text by feedgpu's compiled step where it is built (`plain_wordpiece`; in other texts,
+their plain chunks between whitespace), the rest by tensorflow-text's `FastBertTokenizer`
+(several times HF's speed: benchmarks/RESULTS.md, "Text conversion"), used only where it
 tokenizes exactly as the reference does: the few words with compatibility characters
-(ligatures, "…", roman numerals), control characters or over 100 bytes go to HF
-(`text_redo`).
+(ligatures, "…", roman numerals), control characters, U+FFFD or over 100 bytes go to HF
+(`redo`), and so do texts holding an added token's text (`redo.AddedTokens`).
 """
 
 from __future__ import annotations
