@@ -191,8 +191,8 @@ class TextTokenizer:
         plain: which texts are known to be plain (`Document.plain`), if known.
         """
         values, lengths, unsure = self.fast_ids(texts, plain)
-        values, lengths = self.redo(texts, values, lengths, unsure)
-        typed = self.typed_added(texts)
+        typed = self.typed_added(texts)  # HF's whole: not redone word by word first
+        values, lengths = self.redo(texts, values, lengths, sorted(set(unsure) - set(typed)))
         if not typed:
             return values, lengths
         exact = self.encode_reference([texts[i] for i in typed])
