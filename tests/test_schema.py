@@ -54,14 +54,13 @@ def test_check_record_reads_a_record_made_without_the_schema() -> None:
 
 
 def test_the_in_graph_text_encoder_fits_the_text_schema() -> None:
-    import tensorflow as tf
 
     from feedgpu.converters.text.convert import TextOptions, text_features
     from feedgpu.converters.text.examples import ExampleBuilder
 
     args = (np.array([7, 8, 9, 10], np.int64), np.array([1, 3], np.int64))
     builder = ExampleBuilder([2], [3], None, 1, True)
-    built = builder(*args, tf.constant(["a", "b"]), [0, 1], ["train"] * 2)
+    built = builder(*args, ["a", "b"], [0, 1], ["train"] * 2)
     for record in built.records:
         TEXT.check_record(record)
     unlabelled = Schema.of([f for f in TEXT.features if f.name != "label"])
@@ -72,7 +71,7 @@ def test_the_in_graph_text_encoder_fits_the_text_schema() -> None:
     blocks = Schema.of(text_features(TextOptions(tokenizer="vocab.txt"), labelled=True))
     assert blocks.blocks and not TEXT.blocks
     builder = ExampleBuilder([2], [3], None, 1, True, per_record=None)
-    (block,) = builder(*args, tf.constant(["a", "b"]), [0, 1], ["train"] * 2).records
+    (block,) = builder(*args, ["a", "b"], [0, 1], ["train"] * 2).records
     blocks.check_record(block)
     with pytest.raises(ValueError, match="record's length: 2 values, declared one"):
         TEXT.check_record(block)

@@ -77,15 +77,14 @@ class ExampleBuilder:
         self,
         values: Any,
         lengths: Any,
-        doc_ids: Any,
+        doc_ids: Sequence[str],
         labels: list[int] | None,
         splits: list[str],
     ) -> BuiltExamples:
         """Examples of a batch; values are the documents' ids concatenated (int64 numpy),
-        doc_ids a list of str (or a string tensor), splits each document's split (a record
-        holds one split's)."""
+        doc_ids each document's (str), splits each document's split (a record holds one
+        split's)."""
         import numpy as np
-        import tensorflow as tf
 
         if self.labelled and (labels is None or len(labels) != len(lengths)):
             raise ValueError("a labelled dataset's batch needs one label per document")
@@ -107,11 +106,7 @@ class ExampleBuilder:
                 kept[blocks.order],
                 unknown[blocks.order],
             )
-            doc_ids = (
-                tf.gather(doc_ids, blocks.order)
-                if isinstance(doc_ids, tf.Tensor)
-                else [doc_ids[i] for i in blocks.order.tolist()]
-            )
+            doc_ids = [doc_ids[i] for i in blocks.order.tolist()]
             labels = [labels[i] for i in blocks.order.tolist()] if labels else labels
         sizes = None if self.per_record == 1 else blocks.sizes
         records = _serialize(
@@ -142,7 +137,7 @@ class ExampleBuilder:
 
 
 def _serialize(
-    ids: Any, sizes: Any, doc_ids: Any, labels: list[int] | None, per_record: Any
+    ids: Any, sizes: Any, doc_ids: Sequence[str], labels: list[int] | None, per_record: Any
 ) -> list[bytes]:
     """`tf.train.Example`s of {doc_id, input_ids, length[, label]}: scalars of one document
     each, or (per_record: documents a record holds) lists of a block. By the compiled step
@@ -152,11 +147,10 @@ def _serialize(
 
     step = native_module("_records")
     if step is not None:
-        names = doc_ids.numpy().tolist() if isinstance(doc_ids, tf.Tensor) else doc_ids
         return step.examples(
             np.ascontiguousarray(ids, np.int64),
             np.ascontiguousarray(sizes, np.int64),
-            names,
+            doc_ids,
             None if labels is None else np.asarray(labels, np.int64),
             None if per_record is None else np.ascontiguousarray(per_record, np.int64),
         )
