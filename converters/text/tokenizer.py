@@ -95,15 +95,17 @@ class TextTokenizer:
         self._plain: Any = None  # the compiled step for plain texts; False: not to be had
         self._lock = threading.Lock()
         # The fast path reproduces BERT normalisation + pre-tokenisation + WordPiece only.
-        # The fast paths take a vocabulary's tokens in id order: ids 0..n-1 without a gap (a
-        # vocab.txt with a line twice has one: HF keeps the later id).
-        ids = sorted(hf.get_vocab(with_added_tokens=False).values())
+        # The model's vocabulary in id order (tokens added beside it are not WordPiece's). The
+        # fast paths number tokens by position: ids 0..n-1 without a gap (a vocab.txt with a
+        # line twice has one: HF keeps the later id).
+        ordered = sorted(hf.get_vocab(with_added_tokens=False).items(), key=lambda kv: kv[1])
+        self._tokens = [token for token, _ in ordered]
         self.fast_capable = (
             self.is_wordpiece
             and normalizer.get("type") == "BertNormalizer"
             and (config.get("pre_tokenizer") or {}).get("type") == "BertPreTokenizer"
             and normalizer.get("strip_accents") in (None, self.lowercase)
-            and ids == list(range(len(ids)))
+            and all(i == at for at, (_, i) in enumerate(ordered))
         )
 
     def __getstate__(self) -> dict[str, Any]:
@@ -217,8 +219,7 @@ class TextTokenizer:
 
     def tokens(self) -> list[str]:
         """The model's vocabulary in id order (tokens added beside it are not WordPiece's)."""
-        vocab = self.hf.get_vocab(with_added_tokens=False)
-        return [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+        return list(self._tokens)
 
     def fast(self) -> Any:
         """The tensorflow-text FastBertTokenizer for this vocabulary (imports TensorFlow)."""
