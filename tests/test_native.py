@@ -21,16 +21,28 @@ from feedgpu.converters.text.native import NO_NATIVE_ENV, native_module
 from feedgpu.converters.text.plain_wordpiece import PlainWordPiece
 
 
+def _built(name: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The compiled step `name`, turned on. CI builds it (a missing one fails there);
+    elsewhere, a package installed without a C compiler runs without it, and these tests say
+    so."""
+    monkeypatch.delenv(NO_NATIVE_ENV, raising=False)
+    found = native_module(name)
+    if found is None:
+        assert not os.environ.get("CI"), f"the compiled step {name} was not built (setup.py)"
+        pytest.skip(f"feedgpu's compiled step {name} is not built here (no C compiler)")
+    return found
+
+
 @pytest.fixture
 def module(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The compiled step. CI builds it (a missing one fails there); elsewhere, a package
-    installed without a C compiler runs without it, and these tests say so."""
-    monkeypatch.delenv(NO_NATIVE_ENV, raising=False)
-    found = native_module("_wordpiece")
-    if found is None:
-        assert not os.environ.get("CI"), "the compiled step was not built (setup.py)"
-        pytest.skip("feedgpu's compiled step is not built here (no C compiler at install)")
-    return found
+    """The WordPiece step (`_wordpiece.c`)."""
+    return _built("_wordpiece", monkeypatch)
+
+
+@pytest.fixture
+def records(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The examples step (`_records.c`)."""
+    return _built("_records", monkeypatch)
 
 
 def _vocab(rng: random.Random, size: int) -> list[str]:
@@ -163,10 +175,11 @@ def test_fast_ids_join_the_step_and_the_graph(
 
 
 def test_conversion_is_the_same_bytes_without_the_step(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    module: Any, records: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The compiled step changes nothing on disk: a conversion with it and one without
-    (FEEDGPU_NO_NATIVE) write the same shards. Runs whether or not the step is built."""
+    """The compiled steps change nothing on disk: a conversion with them and one without
+    (FEEDGPU_NO_NATIVE) write the same shards (with neither built, it would compare the
+    TensorFlow path with itself: it needs both)."""
     from feedgpu import read_manifest
     from feedgpu.converters.text.convert import TextOptions, convert_text
 
@@ -219,17 +232,13 @@ def test_typed_special_tokens_take_hfs_ids(
 @pytest.mark.parametrize("labelled", [True, False])
 @pytest.mark.parametrize("blocks", [True, False])
 def test_records_step_writes_the_graphs_bytes(
-    labelled: bool, blocks: bool, monkeypatch: pytest.MonkeyPatch
+    records: Any, labelled: bool, blocks: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The compiled examples (`_records.c`) are the encode_proto graph's bytes: random
     documents, empty ones, ids of every varint width (negative ones ten bytes), non-ASCII and
     long doc_ids, blocks of 1-7 documents, labels of any size."""
     from feedgpu.converters.text import examples
 
-    monkeypatch.delenv(NO_NATIVE_ENV, raising=False)
-    if native_module("_records") is None:
-        assert not os.environ.get("CI"), "the compiled step was not built (setup.py)"
-        pytest.skip("feedgpu's compiled step is not built here (no C compiler at install)")
     rng = np.random.default_rng(6)
     sizes = rng.integers(0, 40, 300)
     sizes[::17] = 0
@@ -248,13 +257,10 @@ def test_records_step_writes_the_graphs_bytes(
     assert len(got) == (len(per_record) if blocks else 300)
 
 
-def test_records_step_refuses_what_does_not_add_up() -> None:
+def test_records_step_refuses_what_does_not_add_up(records: Any) -> None:
     """Sizes that do not cover the ids, blocks that do not cover the documents, a label or a
     doc_id short: a clear ValueError, never a read past the end."""
-    step = native_module("_records")
-    if step is None:
-        assert not os.environ.get("CI"), "the compiled step was not built (setup.py)"
-        pytest.skip("feedgpu's compiled step is not built here (no C compiler at install)")
+    step = records
     ids, sizes = np.arange(6, dtype=np.int64), np.array([2, 4], np.int64)
     assert len(step.examples(ids, sizes, ["a", "b"], None, None)) == 2
     cases = [
@@ -271,13 +277,12 @@ def test_records_step_refuses_what_does_not_add_up() -> None:
             step.examples(*args)
 
 
-def test_records_step_takes_any_doc_id_and_label(monkeypatch: pytest.MonkeyPatch) -> None:
-    """doc_ids as bytes (a string tensor's), empty ones, negative labels: the graph's bytes."""
+def test_records_step_takes_any_doc_id_and_label(
+    records: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """doc_ids as bytes, empty ones, negative labels: the graph's bytes."""
     from feedgpu.converters.text import examples
 
-    if native_module("_records") is None:
-        assert not os.environ.get("CI"), "the compiled step was not built (setup.py)"
-        pytest.skip("feedgpu's compiled step is not built here (no C compiler at install)")
     ids, sizes = np.arange(9, dtype=np.int64), np.array([4, 0, 5], np.int64)
     args = (ids, sizes, [b"a:1", b"", "\u00e9:3"], [-1, 0, -(2**40)], [2, 1])
     got = examples._serialize(*args)
@@ -285,12 +290,9 @@ def test_records_step_takes_any_doc_id_and_label(monkeypatch: pytest.MonkeyPatch
     assert got == examples._serialize(*args)
 
 
-def test_records_step_refuses_sizes_that_overflow() -> None:
+def test_records_step_refuses_sizes_that_overflow(records: Any) -> None:
     """Sizes whose sum wraps around to the id count: refused, not read past the end."""
-    step = native_module("_records")
-    if step is None:
-        assert not os.environ.get("CI"), "the compiled step was not built (setup.py)"
-        pytest.skip("feedgpu's compiled step is not built here (no C compiler at install)")
+    step = records
     huge = np.array([2**62] * 4, np.int64)
     with pytest.raises(ValueError, match="sizes do not cover"):
         step.examples(np.zeros(0, np.int64), huge, ["a"] * 4, None, None)
