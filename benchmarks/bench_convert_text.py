@@ -194,19 +194,28 @@ def run_plain(tokenizer, docs: list[str], out_dir: str) -> float:
 
 
 @contextlib.contextmanager
-def models_built() -> Iterator[None]:
-    """Conversions as a vocabulary's first: tensorflow-text's models built, not read back from
-    the cache folder conversions keep them in (`fast_models`), so no ratio counts on it."""
-    folder = tempfile.mkdtemp(prefix="feedgpu_models_")
-    before = os.environ.get("FEEDGPU_CACHE_DIR")
-    os.environ["FEEDGPU_CACHE_DIR"] = folder
+def environment(name: str, value: str) -> Iterator[None]:
+    """os.environ[name] = value inside, whatever it was (or was not) put back after."""
+    before = os.environ.get(name)
+    os.environ[name] = value
     try:
         yield
     finally:
         if before is None:
-            del os.environ["FEEDGPU_CACHE_DIR"]
+            del os.environ[name]
         else:
-            os.environ["FEEDGPU_CACHE_DIR"] = before
+            os.environ[name] = before
+
+
+@contextlib.contextmanager
+def models_built() -> Iterator[None]:
+    """Conversions as a vocabulary's first: tensorflow-text's models built, not read back from
+    the cache folder conversions keep them in (`fast_models`), so no ratio counts on it."""
+    folder = tempfile.mkdtemp(prefix="feedgpu_models_")
+    try:
+        with environment("FEEDGPU_CACHE_DIR", folder):
+            yield
+    finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -217,18 +226,10 @@ def run_ours(src: str, out_dir: str, tokenizer_arg: str, native: bool = True) ->
     from feedgpu.converters.text.native import NO_NATIVE_ENV
 
     shutil.rmtree(out_dir, ignore_errors=True)
-    before = os.environ.get(NO_NATIVE_ENV)
-    with models_built():
-        os.environ[NO_NATIVE_ENV] = "0" if native else "1"
-        try:
-            start = time.perf_counter()
-            convert_text(src, out_dir, TextOptions(tokenizer=tokenizer_arg), quiet=True)
-            return time.perf_counter() - start
-        finally:
-            if before is None:
-                del os.environ[NO_NATIVE_ENV]
-            else:
-                os.environ[NO_NATIVE_ENV] = before
+    with models_built(), environment(NO_NATIVE_ENV, "0" if native else "1"):
+        start = time.perf_counter()
+        convert_text(src, out_dir, TextOptions(tokenizer=tokenizer_arg), quiet=True)
+        return time.perf_counter() - start
 
 
 def _learn_vocabulary(args: argparse.Namespace, kind: str, tmp: str) -> None:

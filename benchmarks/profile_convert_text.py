@@ -63,7 +63,6 @@ def stages(src: str, vocab: str, out: str) -> tuple[dict[str, float], int]:
     """CPU seconds of each stage alone, one thread, over the corpus in src; and the corpus's
     tokens (no special tokens: what (a') counts)."""
     import numpy as np
-    import tensorflow as tf
 
     from feedgpu import convert_text
     from feedgpu.converters.text.batches import Batch, iter_batches
@@ -98,7 +97,7 @@ def stages(src: str, vocab: str, out: str) -> tuple[dict[str, float], int]:
         lambda: [tok.redo(b.texts, *found) for b, found in zip(batches, fast, strict=True)]
     )
     key = route_key(0)
-    doc_ids = [tf.constant(b.doc_ids) for b in batches]
+    doc_ids = [b.doc_ids for b in batches]  # lists, as the converter passes them
     took["route"], _ = _best(lambda: [route(n, key) for n in doc_ids])
     mean = float(np.mean(np.concatenate([lengths for _, lengths in ids]))) + 2
     builder = ExampleBuilder([2], [3], None, tok.unk_id, False, choose_per_record(mean))
