@@ -85,6 +85,16 @@ def _step(module: Any, vocab: list[str], hf: Tokenizer, lowercase: bool) -> Plai
     )
 
 
+def _filled(hf: Tokenizer, texts: list[str], values: Any, lengths: Any, holes: Any) -> Any:
+    """The step's ids with HF's ids of each hole put in its place, per text."""
+    chunks = [texts[t][a:b] for t, a, b, _ in holes.tolist()]
+    encoded = hf.encode_batch(chunks, add_special_tokens=False)
+    sizes = [len(e.ids) for e in encoded]
+    values = np.insert(values, np.repeat(holes[:, 3], sizes), [i for e in encoded for i in e.ids])
+    lengths = lengths + np.bincount(holes[:, 0], sizes, len(texts)).astype(np.int64)
+    return _per_text(values, lengths)
+
+
 def _per_text(values: Any, lengths: Any) -> list[list[int]]:
     ends = np.cumsum(lengths)
     return [values[e - n : e].tolist() for e, n in zip(ends, lengths, strict=True)]
@@ -127,12 +137,8 @@ def test_chunks_that_are_not_plain_are_left_as_holes(module: Any) -> None:
     chunks = [texts[t][a:b] for t, a, b, _ in holes.tolist()]
     assert "café" in chunks and "\x01b" not in chunks and "a\x01b" in chunks and "au" not in chunks
     assert all(not any(c in chunk for c in " \t\n\r") for chunk in chunks)
-    sizes = [len(e.ids) for e in hf.encode_batch(chunks, add_special_tokens=False)]
-    more = [i for e in hf.encode_batch(chunks, add_special_tokens=False) for i in e.ids]
-    values = np.insert(values, np.repeat(holes[:, 3], sizes), more)
-    lengths = lengths + np.bincount(holes[:, 0], sizes, len(texts)).astype(np.int64)
     expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
-    assert _per_text(values, lengths) == expected
+    assert _filled(hf, texts, values, lengths, holes) == expected
 
 
 def test_threads_share_one_vocabulary(module: Any) -> None:
@@ -366,12 +372,7 @@ def test_a_text_of_many_holes_is_one(module: Any) -> None:
     assert holes[:, 0].tolist() == [0, 0, 0, 0, 2]
     assert holes[-1].tolist() == [2, 0, len(five), int(lengths[:2].sum())]
     assert lengths[2] == 0 and lengths[3] == 1
-    chunks = [[four, "x y", five, "z"][t][a:b] for t, a, b, _ in holes.tolist()]
-    sizes = [len(e.ids) for e in hf.encode_batch(chunks, add_special_tokens=False)]
-    more = [i for e in hf.encode_batch(chunks, add_special_tokens=False) for i in e.ids]
-    values = np.insert(values, np.repeat(holes[:, 3], sizes), more)
-    lengths = lengths + np.bincount(holes[:, 0], sizes, 4).astype(np.int64)
     texts = [four, "x y", five, "z"]
-    assert _per_text(values, lengths) == [
+    assert _filled(hf, texts, values, lengths, holes) == [
         e.ids for e in hf.encode_batch(texts, add_special_tokens=False)
     ]
