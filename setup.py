@@ -12,6 +12,7 @@ setup(
         Extension(
             f"feedgpu.converters.text.{name}",
             [f"converters/text/{name}.c"],
+            depends=["converters/text/_json_line.h"],
             extra_compile_args=["-O2"],
             optional=True,
         )

@@ -597,24 +597,41 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
     src.mkdir()
     lines = [json.dumps({"text": "hello worlds! " * (i % 7 + 1)}) for i in range(1500)]
     (src / "a.jsonl").write_text("\n".join(lines) + "\n")
-    real_fast_ids, real_parity = TextTokenizer.fast_ids, TextRunner.check_parity
+    real_fast_ids, real_line_ids = TextTokenizer.fast_ids, TextTokenizer.line_ids
+    real_parity = TextRunner.check_parity
     before_verdict = 0  # documents the fast path tokenized before the parity check ran
     chunk_done = threading.Event()
 
-    def wrong_fast_ids(self, texts, plain=None):  # a fast path that disagrees with HF
+    def count(documents: int) -> None:
         nonlocal before_verdict
         if not chunk_done.is_set():
-            before_verdict += len(texts)
+            before_verdict += documents
             if before_verdict >= 1500:
                 chunk_done.set()
+
+    def wrong_fast_ids(self, texts, plain=None):  # a fast path that disagrees with HF
+        count(len(texts))
         values, lengths, unsure = real_fast_ids(self, texts, plain)
         return (values + 1) % len(vocab), lengths, unsure
+
+    def wrong_line_ids(self, field):  # its lines parsed and tokenized at once (where built)
+        step = real_line_ids(self, field)
+        if step is None:
+            return None
+
+        def ids(lines):
+            values, lengths, taken, left = step(lines)
+            count(len(taken))
+            return (values + 1) % len(vocab), lengths, taken, left
+
+        return ids
 
     def late_parity(self):  # the verdict arrives only once the whole chunk was tokenized
         assert chunk_done.wait(timeout=60), "the chunk never took the fast path"
         real_parity(self)
 
     monkeypatch.setattr(TextTokenizer, "fast_ids", wrong_fast_ids)
+    monkeypatch.setattr(TextTokenizer, "line_ids", wrong_line_ids)
     monkeypatch.setattr(TextRunner, "check_parity", late_parity)
     out = tmp_path / "out"
     convert_text(str(src), str(out), TextOptions(tokenizer=str(tmp_path / "vocab.txt")), quiet=True)

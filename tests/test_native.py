@@ -376,3 +376,97 @@ def test_a_text_of_many_holes_is_one(module: Any) -> None:
     assert _filled(hf, texts, values, lengths, holes) == [
         e.ids for e in hf.encode_batch(texts, add_special_tokens=False)
     ]
+
+
+# JSON lines the fused step must read as Python's parsers do, or leave to them: escapes,
+# fields around and inside the text, keys given twice, numbers, nesting, blank and malformed
+# lines, non-ASCII, texts that are blank or hold an added token's first character.
+_TAKEN_LINES = [
+    b'{"text": "Hello, world."}\n',
+    b'  {"id": 7, "text":"tab\\there \\"quoted\\" a\\\\b c\\/d\\r\\nnext", "x": [1, {"y": 0}]}\n',
+    b'{"text": "first", "meta": {"a": [true, false, -1.5e+3, 0, 2E7]}, "text": "last wins"}\n',
+    b'{"url": "http://x/\\u00e9", "text": "an escape elsewhere is fine"}\r\n',
+    b'{"text": "no newline at the end"}',
+    b'{"text":"a\\u0020b"}\n',  # \u: left (it may be any character)
+    b'{"text": "caf\xc3\xa9"}\n',  # non-ASCII
+    b'{"text": "   \\t "}\n',  # blank text: a skip
+    b'{"text": ""}\n',
+    b'{"text": 5}\n',
+    b'{"text": "x", "text": 5}\n',  # the last is not a string
+    b'{"other": "x"}\n',
+    b"{}\n",
+    b'["text", "x"]\n',
+    b'{"text": "x"} trailing\n',
+    b'{"text": "x",}\n',
+    b'{"text": "bell\\b"}\n',
+    b'{"text": "del \x7f"}\n',
+    b'{"text": "raw\ttab"}\n',  # a raw control character: not JSON
+    b'{"te\\u0078t": "escaped key"}\n',
+    b'{"text": "typed [SEP] token"}\n',
+    b'{"text": "NaN ok", "n": NaN}\n',
+    b'{"text": "deep", "d": ' + b"[" * 70 + b"]" * 70 + b"}\n",
+    b'{"text": "lead zero", "n": 01}\n',
+    b"\n",
+    b"  \x0b\x0c \r\n",
+    b"not json\n",
+]
+_TAKEN = [0, 1, 2, 3, 4]  # the others are left to Python (blank lines: neither)
+
+
+def test_json_lines_step_takes_only_certain_plain_lines(module: Any, tmp_path: Path) -> None:
+    """The fused step (`_json_line.h` then WordPiece) takes a line only when its document is
+    beyond doubt and plain, with HF's ids of the text Python's parser reads; leaves every
+    other line but the blank ones to the Python path."""
+    rng = random.Random(6)
+    vocab = _vocab(rng, 600)
+    hf = _hf(vocab, lowercase=True)
+    step = _step(module, vocab, hf, lowercase=True)
+    values, lengths, taken, left = step.lines(_TAKEN_LINES, "text", "[")
+    assert taken.tolist() == _TAKEN
+    blank = [i for i, line in enumerate(_TAKEN_LINES) if not line.strip()]
+    assert left.tolist() == [i for i in range(len(_TAKEN_LINES)) if i not in _TAKEN + blank]
+    texts = [json.loads(_TAKEN_LINES[i])["text"] for i in _TAKEN]
+    assert texts[2] == "last wins"
+    expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+    assert _per_text(values, lengths) == expected
+    # Another field, and random plain texts written by json.dumps with and without escapes.
+    docs = _texts(rng, vocab, 300)
+    lines = [json.dumps({"body": t, "n": i}).encode() + b"\n" for i, t in enumerate(docs)]
+    values, lengths, taken, left = step.lines(lines, "body", "")
+    kept = [i for i, t in enumerate(docs) if t.strip()]
+    assert taken.tolist() == kept
+    assert left.tolist() == [i for i in range(len(docs)) if i not in kept]
+    expected = [hf.encode(docs[i], add_special_tokens=False).ids for i in kept]
+    assert _per_text(values, lengths) == expected
+
+
+def test_messy_json_lines_convert_the_same_without_the_step(
+    module: Any, records: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A corpus of every kind of line above, among plain ones: the fused step and the Python
+    path (FEEDGPU_NO_NATIVE) write the same shards and report the same skips."""
+    from feedgpu.converters.text.convert import TextOptions, convert_text
+
+    rng = random.Random(7)
+    vocab = _vocab(rng, 600)
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    src = tmp_path / "src"
+    src.mkdir()
+    plain = [json.dumps({"text": t}).encode() + b"\n" for t in _texts(rng, vocab, 400) if t]
+    lines = plain + _TAKEN_LINES[:4] * 3 + [line.rstrip(b"\n") + b"\n" for line in _TAKEN_LINES]
+    rng.shuffle(lines)
+    (src / "a.jsonl").write_bytes(b"".join(lines))
+    outs: list[Path] = []
+    skips: list[dict[str, int]] = []
+    for flag in ("0", "1"):
+        monkeypatch.setenv(NO_NATIVE_ENV, flag)
+        out = tmp_path / f"out{flag}"
+        options = TextOptions(tokenizer=str(tmp_path / "vocab.txt"))
+        report = convert_text(str(src), str(out), options, allow_skips=True)
+        outs.append(out)
+        skips.append(report.skipped_by_reason)
+    assert skips[0] == skips[1] and sum(skips[0].values()) >= 10, skips
+    shards = sorted(p.name for p in outs[0].glob("*.tfrecord-*"))
+    assert shards
+    for name in shards:
+        assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name

@@ -9,12 +9,14 @@ other, and its cuts depend on the lines only, never on thread counts.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from feedgpu.convert.plan import Skip
 from feedgpu.converters.listing import check_strict, hash_split
+from feedgpu.converters.text.examples import per_text_ids, splice_ids
+from feedgpu.converters.text.plain_wordpiece import LineIds
 from feedgpu.converters.text.sources import (
     Document,
     DocumentBlock,
@@ -51,6 +53,10 @@ class Batch:
     raw: list[tuple[RawLines, int, int, str | None]] = field(default_factory=list)
     lines: int = 0  # raw lines
     chars: int = 0  # of its texts, or bytes of its lines: what filled it, not kept after
+    # Parsed and tokenized at once (`LineIds`): every document's ids concatenated and counts
+    # (int64 numpy), and which documents' texts are in `texts` (with `plain`) to tokenize,
+    # their counts 0 until then (`tokenized_ids`). None: every text is in `texts`.
+    tokenized: tuple[Any, Any, list[int]] | None = None
 
     def __len__(self) -> int:
         return len(self.doc_ids)
@@ -72,14 +78,29 @@ class Batch:
         self.lines += end - start
         self.chars += raw.ends[end] - raw.ends[start]
 
-    def parse(self, read: ReadOptions, fractions: dict[str, float], strict: bool) -> list[Skip]:
-        """The raw lines' documents into the columns (unlabelled); their skips.
+    def parse(
+        self,
+        read: ReadOptions,
+        fractions: dict[str, float],
+        strict: bool,
+        line_ids: LineIds | None = None,
+    ) -> list[Skip]:
+        """The raw lines' documents into the columns (unlabelled); their skips. With
+        line_ids, the lines it takes are tokenized as they are parsed (`tokenized`).
 
         Raises:
             InputError: a skip under --strict.
         """
         skips: list[Skip] = []
+        parts: list[tuple[Any, Any, list[Skip]]] = []
+        todo: list[int] = []
         for raw, start, end, split in self.raw:
+            if line_ids is not None:
+                ids = line_ids(raw.lines[start:end])
+                parts.append(self._add_tokenized(raw, start, ids, split, fractions, read, todo))
+                skips += parts[-1][2]
+                check_strict(skips, strict)
+                continue
             for found in parse_lines(raw, start, end, read):
                 if isinstance(found, DocumentBlock):  # columns joined whole
                     self.doc_ids += found.doc_ids
@@ -96,8 +117,69 @@ class Batch:
                     skips.append(found)
                 else:
                     self.add(found, split or hash_split(found.doc_id, fractions), None)
+        if len(parts) == 1:
+            self.tokenized = (parts[0][0], parts[0][1], todo)
+        elif parts:
+            import numpy as np
+
+            values, lengths = (np.concatenate([p[k] for p in parts]) for k in (0, 1))
+            self.tokenized = (values, lengths, todo)
         self.raw, self.lines = [], 0
         return skips
+
+    def ids(self, tokenize: Callable[[list[str], list[bool]], tuple[Any, Any]]) -> tuple[Any, Any]:
+        """Every document's ids concatenated, and each one's count (int64 numpy): those
+        `parse` tokenized, with tokenize's of the texts (and plain marks) left to it."""
+        if self.tokenized is None:
+            return tokenize(self.texts, self.plain)
+        values, lengths, todo = self.tokenized
+        if not todo:
+            return values, lengths
+        return splice_ids(values, lengths, todo, per_text_ids(*tokenize(self.texts, self.plain)))
+
+    def _add_tokenized(
+        self,
+        raw: RawLines,
+        start: int,
+        found: tuple[Any, Any, Any, Any],
+        split: str | None,
+        fractions: dict[str, float],
+        read: ReadOptions,
+        todo: list[int],
+    ) -> tuple[Any, Any, list[Skip]]:
+        """One run of lines as `line_ids` found them: its documents into the columns in line
+        order. The lines it left are parsed here: a document's text joins `texts` (its place
+        in `todo`, its count 0 until tokenized). Its ids and counts, and the skips."""
+        import numpy as np
+
+        values, lengths, taken, left = found
+        lines: Any = taken
+        skips: list[Skip] = []
+        if len(left):
+            docs = [
+                (line, doc)
+                for line in left.tolist()
+                for doc in parse_lines(raw, start + line, start + line + 1, read)
+            ]
+            skips = [doc for _, doc in docs if isinstance(doc, Skip)]
+            kept = [(line, doc) for line, doc in docs if not isinstance(doc, Skip)]
+            at = np.searchsorted(taken, [line for line, _ in kept]).astype(np.int64)
+            lines = np.insert(taken, at, [line for line, _ in kept])
+            lengths = np.insert(lengths, at, 0)
+            first = len(self.doc_ids)
+            for position, (_, doc) in zip((at + np.arange(len(at))).tolist(), kept, strict=True):
+                todo.append(first + position)
+                self.texts += doc.texts if isinstance(doc, DocumentBlock) else [doc.text]
+                self.plain += doc.plain if isinstance(doc, DocumentBlock) else [doc.plain]
+        prefix = f"{raw.rel}:"
+        numbers = (lines + (raw.number + start)).tolist()
+        doc_ids = list(map(prefix.__add__, map(str, numbers)))
+        self.doc_ids += doc_ids
+        self.splits += (
+            [split] * len(doc_ids) if split else [hash_split(d, fractions) for d in doc_ids]
+        )
+        self.labels += [None] * len(doc_ids)
+        return values, lengths, skips
 
 
 @dataclass(frozen=True)

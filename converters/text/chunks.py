@@ -158,12 +158,13 @@ class TextRunner(ShardStage):
 
         Runs on a worker thread: the steps are graph calls (or HF's), mostly without the GIL.
         """
-        skips = batch.parse(self.options.read, self.labels.fractions, strict)
+        line_ids = self.tok.line_ids(self.options.read.text_field) if fast else None
+        skips = batch.parse(self.options.read, self.labels.fractions, strict, line_ids)
         return skips, self._encode_documents(batch, fast) if len(batch) else None
 
     def _encode_documents(self, batch: Batch, fast: bool) -> Any:
         names = batch.doc_ids  # for routing and for the examples
-        values, lengths = self._tokenize(batch.texts, fast, batch.plain)
+        values, lengths = batch.ids(lambda texts, plain: self._tokenize(texts, fast, plain))
         if self.examples is None:
             return self._shards(names, batch.splits), (values, lengths)
         labels = None

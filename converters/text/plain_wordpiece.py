@@ -14,9 +14,15 @@ Where the step is not built, or FEEDGPU_NO_NATIVE=1 is set, tensorflow-text take
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
+
+# A run of JSON lines parsed and tokenized at once (`PlainWordPiece.lines`, its field and
+# triggers given): the ids of the documents it took, their counts, which lines they are, and
+# the lines it left to the caller (int64 numpy).
+LineIds = Callable[[list[bytes]], tuple[Any, Any, Any, Any]]
 
 
 class PlainWordPiece:
@@ -27,7 +33,6 @@ class PlainWordPiece:
         self,
         module: ModuleType,
         tokens: list[str],
-        *,
         prefix: str,
         unknown_id: int,
         max_chars: int,
@@ -51,3 +56,19 @@ class PlainWordPiece:
             np.frombuffer(lengths, np.int64),
             np.frombuffer(holes, np.int64).reshape(-1, 4),
         )
+
+    def lines(self, lines: list[bytes], field: str, triggers: str) -> tuple[Any, Any, Any, Any]:
+        """The documents of JSON lines that are certain and plain (`_json_line.h`: valid
+        ASCII JSON objects whose text field is a plain, non-blank string), tokenized in one
+        pass without the GIL: their ids concatenated, each one's count, and which lines they
+        are; then which lines are left to the caller (any other line but a blank one, and
+        texts holding a character of triggers). All int64 numpy."""
+        import numpy as np
+
+        stop = "".join(c for c in triggers if c.isascii()).encode()
+        found = self._module.lines(self._vocab, lines, field.encode(), stop)
+        return tuple(np.frombuffer(part, np.int64) for part in found)  # type: ignore[return-value]
+
+    def lines_of(self, field: str, triggers: str) -> LineIds:
+        """`lines` for one text field and one set of triggers."""
+        return functools.partial(self.lines, field=field, triggers=triggers)

@@ -25,7 +25,7 @@ from typing import Any
 from feedgpu.converters.text.examples import per_text_ids, splice_ids
 from feedgpu.converters.text.fast_models import fast_graphs
 from feedgpu.converters.text.native import native_module
-from feedgpu.converters.text.plain_wordpiece import PlainWordPiece
+from feedgpu.converters.text.plain_wordpiece import LineIds, PlainWordPiece
 from feedgpu.converters.text.redo import AddedTokens, needs_reference, word_runs
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import PAD_TOKENS, pad_token_id
@@ -256,18 +256,19 @@ class TextTokenizer:
                 self._plain = False
                 if module is not None and self.fast_capable and self.unk_id is not None:
                     prefix, max_chars = self._wordpiece_settings()
+                    vocab = (self.tokens(), prefix, self.unk_id, max_chars, self.lowercase)
                     try:
-                        self._plain = PlainWordPiece(
-                            module,
-                            self.tokens(),
-                            prefix=prefix,
-                            unknown_id=self.unk_id,
-                            max_chars=max_chars,
-                            lowercase=self.lowercase,
-                        )
+                        self._plain = PlainWordPiece(module, *vocab)
                     except (MemoryError, ValueError) as e:  # a vocabulary past its limits
                         logger.warning("plain texts by tensorflow-text: %s", e)
             return self._plain or None
+
+    def line_ids(self, field: str) -> LineIds | None:
+        """JSON lines parsed and tokenized at once, where the compiled step is built
+        (`PlainWordPiece.lines`); texts that may hold an added token are left to `ids`."""
+        step, added = self.plain_step(), self._added
+        triggers = added.firsts if added is not None else ""
+        return step.lines_of(field, triggers) if step is not None else None
 
     def fast_ids(
         self, texts: Sequence[str], plain: Sequence[bool] | None = None

@@ -1,0 +1,185 @@
+/* One JSON line's text field, found without Python, for the lines whose document is certain.
+ *
+ * A line is taken here only when its document is beyond doubt: ASCII, valid JSON (RFC 8259)
+ * that is an object, whose text field (the last, if given twice, as Python's and orjson's
+ * parsers keep it) is a string with no escape but \" \\ \/ \n \r \t, of printable ASCII,
+ * tab, CR and LF (plain: benchmarks/RESULTS.md, "Issue 29, fifth session"), not blank. Any
+ * other line (blank, malformed, non-ASCII, a missing or empty text, a deep nesting, a key
+ * with an escape) is left to the caller, whose Python path reads it as before; so this file
+ * never has to agree with a parser on anything but the lines it takes.
+ */
+#ifndef FEEDGPU_JSON_LINE_H
+#define FEEDGPU_JSON_LINE_H
+
+#include <stddef.h>
+#include <string.h>
+
+#define JSON_MAX_DEPTH 64 /* deeper values are left to the caller (Python's limit is ~1000) */
+
+typedef const unsigned char *cursor;
+
+static inline cursor json_ws(cursor p, cursor end) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    return p;
+}
+
+static inline int json_hex(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* The bytes a string's scan stops at: its end, an escape, and what ASCII JSON cannot hold
+ * there (control characters, non-ASCII). Filled by json_init. */
+static unsigned char JSON_STOP[256];
+
+static void json_init(void) {
+    for (int c = 0; c < 256; c++) JSON_STOP[c] = c == '"' || c == '\\' || c < 0x20 || c > 0x7f;
+}
+
+/* Past a string at p (its opening quote), or NULL if not a valid ASCII JSON string.
+ * *escaped: whether it holds an escape. */
+static cursor json_string(cursor p, cursor end, int *escaped) {
+    *escaped = 0;
+    for (p++; p < end; p++) {
+        while (p < end && !JSON_STOP[*p]) p++;
+        if (p >= end) return NULL;
+        unsigned char c = *p;
+        if (c == '"') return p + 1;
+        if (c != '\\') return NULL;
+        *escaped = 1;
+        if (++p >= end) return NULL;
+        switch (*p) {
+        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+            break;
+        case 'u':
+            if (end - p < 5 || !json_hex(p[1]) || !json_hex(p[2]) || !json_hex(p[3]) ||
+                !json_hex(p[4]))
+                return NULL;
+            p += 4;
+            break;
+        default:
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+static cursor json_digits(cursor p, cursor end) {
+    cursor start = p;
+    while (p < end && *p >= '0' && *p <= '9') p++;
+    return p > start ? p : NULL;
+}
+
+static cursor json_number(cursor p, cursor end) {
+    if (p < end && *p == '-') p++;
+    if (p < end && *p == '0')
+        p++;
+    else if (!(p = json_digits(p, end)))
+        return NULL;
+    if (p < end && *p == '.' && !(p = json_digits(p + 1, end))) return NULL;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (!(p = json_digits(p, end))) return NULL;
+    }
+    return p;
+}
+
+static cursor json_word(cursor p, cursor end, const char *word) {
+    size_t n = strlen(word);
+    return (size_t)(end - p) >= n && memcmp(p, word, n) == 0 ? p + n : NULL;
+}
+
+static cursor json_value(cursor p, cursor end, int depth);
+
+/* Past an object or array at p, or NULL. */
+static cursor json_container(cursor p, cursor end, int depth) {
+    unsigned char close = *p == '{' ? '}' : ']';
+    int escaped;
+    if (depth >= JSON_MAX_DEPTH) return NULL;
+    p = json_ws(p + 1, end);
+    if (p < end && *p == close) return p + 1;
+    for (;;) {
+        if (close == '}') {
+            if (p >= end || *p != '"' || !(p = json_string(p, end, &escaped))) return NULL;
+            p = json_ws(p, end);
+            if (p >= end || *p != ':') return NULL;
+            p = json_ws(p + 1, end);
+        }
+        if (!(p = json_value(p, end, depth + 1))) return NULL;
+        p = json_ws(p, end);
+        if (p < end && *p == close) return p + 1;
+        if (p >= end || *p != ',') return NULL;
+        p = json_ws(p + 1, end);
+    }
+}
+
+static cursor json_value(cursor p, cursor end, int depth) {
+    int escaped;
+    if (p >= end) return NULL;
+    switch (*p) {
+    case '"': return json_string(p, end, &escaped);
+    case '{': case '[': return json_container(p, end, depth);
+    case 't': return json_word(p, end, "true");
+    case 'f': return json_word(p, end, "false");
+    case 'n': return json_word(p, end, "null");
+    default: return json_number(p, end);
+    }
+}
+
+/* The text field's string in a line (its bytes between the quotes, escapes as written), or
+ * 0 if the line is not an object of valid ASCII JSON with that field a string. A key with an
+ * escape is not compared: 0. */
+static int json_text_field(cursor p, cursor end, const char *field, size_t field_len,
+                           cursor *text, cursor *text_end, int *text_escaped) {
+    int found = 0, escaped;
+    p = json_ws(p, end);
+    if (p >= end || *p != '{') return 0;
+    p = json_ws(p + 1, end);
+    if (p < end && *p == '}') return 0; /* {}: no text */
+    for (;;) {
+        cursor key = p + 1;
+        if (p >= end || *p != '"' || !(p = json_string(p, end, &escaped)) || escaped) return 0;
+        int match = (size_t)(p - 1 - key) == field_len && memcmp(key, field, field_len) == 0;
+        p = json_ws(p, end);
+        if (p >= end || *p != ':') return 0;
+        p = json_ws(p + 1, end);
+        cursor value = p;
+        if (!(p = json_value(p, end, 1))) return 0;
+        if (match) { /* the last one given counts, as both parsers keep it */
+            found = *value == '"';
+            if (found) {
+                *text = value + 1;
+                *text_end = p - 1;
+                json_string(value, end, text_escaped);
+            }
+        }
+        p = json_ws(p, end);
+        if (p < end && *p == '}') break;
+        if (p >= end || *p != ',') return 0;
+        p = json_ws(p + 1, end);
+    }
+    return found && json_ws(p + 1, end) == end;
+}
+
+/* A plain text's bytes decoded into out (room for end - s), its length; -1 if it has an
+ * escape plain text cannot hold (\b, \f, \uXXXX) or a byte it cannot (DEL). */
+static ptrdiff_t json_plain_text(cursor s, cursor end, unsigned char *out) {
+    ptrdiff_t n = 0;
+    for (; s < end; s++) {
+        unsigned char c = *s;
+        if (c == 0x7f) return -1;
+        if (c == '\\') {
+            switch (*++s) {
+            case 'n': c = '\n'; break;
+            case 'r': c = '\r'; break;
+            case 't': c = '\t'; break;
+            case '"': case '\\': case '/': c = *s; break;
+            default: return -1;
+            }
+        }
+        out[n++] = c;
+    }
+    return n;
+}
+
+#endif
