@@ -263,6 +263,34 @@ def test_records_step_writes_the_graphs_bytes(
     assert len(got) == (len(per_record) if blocks else 300)
 
 
+@pytest.mark.parametrize("max_length", [None, 9])
+@pytest.mark.parametrize("per_record", [1, 3, None])
+def test_examples_with_special_ids_beside_are_the_graphs_bytes(
+    records: Any, max_length: int | None, per_record: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The examples step takes each document's own ids where they are and the special ids
+    beside (truncated to max_length, documents of each split together): the bytes the graph
+    writes of the ids with the special ones put in, labels and blocks alike."""
+    from feedgpu.converters.text.examples import ExampleBuilder
+
+    rng = np.random.default_rng(8)
+    lengths = rng.integers(0, 30, 200)
+    lengths[::13] = 0
+    values = rng.integers(0, 5000, int(lengths.sum()))
+    doc_ids = [f"a.jsonl:{i}" for i in range(200)]
+    splits = rng.choice(["train", "test", "val"], 200).tolist()
+    labels = rng.integers(0, 4, 200).tolist()
+    built = []
+    for flag in ("0", "1"):
+        monkeypatch.setenv(NO_NATIVE_ENV, flag)
+        builder = ExampleBuilder([101, 7], [102], max_length, 1, True, per_record)
+        built.append(builder(values, lengths, doc_ids, labels, splits))
+    assert built[0].records == built[1].records
+    assert (built[0].blocks.order is None) == (per_record == 1)  # three splits: reordered
+    for field in ("full_lengths", "unknown", "stored"):
+        assert getattr(built[0], field).tolist() == getattr(built[1], field).tolist()
+
+
 def test_records_step_refuses_what_does_not_add_up(records: Any) -> None:
     """Sizes that do not cover the ids, blocks that do not cover the documents, a label or a
     doc_id short: a clear ValueError, never a read past the end."""
@@ -277,6 +305,10 @@ def test_records_step_refuses_what_does_not_add_up(records: Any) -> None:
         (ids, sizes, ["a"], None, None, "one doc_id"),
         (ids, np.array([-1, 7], np.int64), ["a", "b"], None, None, "negative"),
         (ids, sizes.astype(np.int32), ["a", "b"], None, None, "int64"),
+        (ids, sizes, ["a", "b"], None, None, np.array([7, 8]), np.array([9]), None, "under its"),
+        (ids, sizes, ["a", "b"], None, None, None, None, np.array([0]), "one start"),
+        (ids, sizes, ["a", "b"], None, None, None, None, np.array([0, 3]), "do not cover"),
+        (ids, sizes, ["a", "b"], None, None, None, None, np.array([-1, 0]), "do not cover"),
     ]
     for *args, message in cases:
         with pytest.raises(ValueError, match=message):

@@ -47,13 +47,20 @@ typedef struct {
 
 typedef struct {
     const int64_t *ids, *sizes, *labels, *per_record;
-    Py_ssize_t docs, records;
+    const int64_t *before, *after; /* the special ids around each document's own */
+    Py_ssize_t docs, records, n_before, n_after, specials_bytes;
     const char **names;
     Py_ssize_t *name_sizes;
-    Py_ssize_t *first_doc, *first_id; /* per record, and one past the last */
+    Py_ssize_t *starts;    /* where each document's own ids begin in ids */
+    Py_ssize_t *first_doc; /* per record, and one past the last */
     Plan *plans;
     unsigned char **out;
 } Job;
+
+/* A document's own ids (its size but the special ones). */
+static inline Py_ssize_t own(const Job *job, Py_ssize_t d) {
+    return job->sizes[d] - job->n_before - job->n_after;
+}
 
 static Py_ssize_t entry_size(Py_ssize_t key, Py_ssize_t feature) {
     Py_ssize_t entry = 2 + key + 1 + vsize((uint64_t)feature) + feature;
@@ -64,8 +71,11 @@ static void plan_record(const Job *job, Py_ssize_t r) {
     Plan *p = &job->plans[r];
     Py_ssize_t d0 = job->first_doc[r], d1 = job->first_doc[r + 1];
     memset(p, 0, sizeof(*p));
-    for (Py_ssize_t i = job->first_id[r]; i < job->first_id[r + 1]; i++)
-        p->ids_bytes += vsize((uint64_t)job->ids[i]);
+    for (Py_ssize_t d = d0; d < d1; d++) {
+        const int64_t *v = job->ids + job->starts[d];
+        p->ids_bytes += job->specials_bytes;
+        for (Py_ssize_t i = 0, n = own(job, d); i < n; i++) p->ids_bytes += vsize((uint64_t)v[i]);
+    }
     p->ids_listed = p->ids_bytes ? 1 + vsize((uint64_t)p->ids_bytes) + p->ids_bytes : 0;
     p->ids_feature = 1 + vsize((uint64_t)p->ids_listed) + p->ids_listed;
     p->ids_entry = entry_size(9, p->ids_feature);
@@ -102,6 +112,11 @@ static unsigned char *head(unsigned char *o, const char *key, Py_ssize_t key_siz
     return put(o, (uint64_t)feature);
 }
 
+static unsigned char *put_all(unsigned char *o, const int64_t *v, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) o = put(o, (uint64_t)v[i]);
+    return o;
+}
+
 static unsigned char *int64_feature(unsigned char *o, const int64_t *v, Py_ssize_t n,
                                     Py_ssize_t values) {
     Py_ssize_t listed = 1 + vsize((uint64_t)values) + values;
@@ -109,8 +124,7 @@ static unsigned char *int64_feature(unsigned char *o, const int64_t *v, Py_ssize
     o = put(o, (uint64_t)listed);
     *o++ = 0x0a;
     o = put(o, (uint64_t)values);
-    for (Py_ssize_t i = 0; i < n; i++) o = put(o, (uint64_t)v[i]);
-    return o;
+    return put_all(o, v, n);
 }
 
 static void write_record(const Job *job, Py_ssize_t r) {
@@ -134,8 +148,11 @@ static void write_record(const Job *job, Py_ssize_t r) {
     if (p->ids_bytes) {
         *o++ = 0x0a;
         o = put(o, (uint64_t)p->ids_bytes);
-        for (Py_ssize_t i = job->first_id[r]; i < job->first_id[r + 1]; i++)
-            o = put(o, (uint64_t)job->ids[i]);
+        for (Py_ssize_t d = d0; d < d1; d++) {
+            o = put_all(o, job->before, job->n_before);
+            o = put_all(o, job->ids + job->starts[d], own(job, d));
+            o = put_all(o, job->after, job->n_after);
+        }
     }
     if (job->labels) {
         o = head(o, "label", 5, p->lab_feature);
@@ -161,10 +178,12 @@ static int int64s(PyObject *obj, Py_buffer *view, Py_ssize_t *count) {
 
 static PyObject *examples(PyObject *self, PyObject *args) {
     PyObject *ids_obj, *sizes_obj, *names_obj, *labels_obj, *blocks_obj;
-    if (!PyArg_ParseTuple(args, "OOOOO", &ids_obj, &sizes_obj, &names_obj, &labels_obj,
-                          &blocks_obj))
+    PyObject *before_obj = Py_None, *after_obj = Py_None, *starts_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOOO|OOO", &ids_obj, &sizes_obj, &names_obj, &labels_obj,
+                          &blocks_obj, &before_obj, &after_obj, &starts_obj))
         return NULL;
     Py_buffer ids = {0}, sizes = {0}, labels = {0}, blocks = {0};
+    Py_buffer before = {0}, after = {0}, starts = {0};
     PyObject *held = NULL, *result = NULL;
     Job job = {0};
     Py_ssize_t id_count, n;
@@ -177,6 +196,13 @@ static PyObject *examples(PyObject *self, PyObject *args) {
     }
     job.records = job.docs;
     if (blocks_obj != Py_None && int64s(blocks_obj, &blocks, &job.records) < 0) goto done;
+    if (before_obj != Py_None && int64s(before_obj, &before, &job.n_before) < 0) goto done;
+    if (after_obj != Py_None && int64s(after_obj, &after, &job.n_after) < 0) goto done;
+    if (starts_obj != Py_None && int64s(starts_obj, &starts, &n) < 0) goto done;
+    if (starts.obj && n != job.docs) {
+        PyErr_SetString(PyExc_ValueError, "one start a document");
+        goto done;
+    }
     held = PySequence_Tuple(names_obj); /* keeps every name alive while the GIL is released */
     if (!held) goto done;
     if (PyTuple_GET_SIZE(held) != job.docs) {
@@ -187,13 +213,17 @@ static PyObject *examples(PyObject *self, PyObject *args) {
     job.sizes = sizes.buf;
     job.labels = labels.obj ? labels.buf : NULL;
     job.per_record = blocks.obj ? blocks.buf : NULL;
+    job.before = before.obj ? before.buf : NULL;
+    job.after = after.obj ? after.buf : NULL;
+    for (Py_ssize_t i = 0; i < job.n_before; i++) job.specials_bytes += vsize(job.before[i]);
+    for (Py_ssize_t i = 0; i < job.n_after; i++) job.specials_bytes += vsize(job.after[i]);
     job.names = PyMem_Malloc(sizeof(char *) * (job.docs + 1));
     job.name_sizes = PyMem_Malloc(sizeof(Py_ssize_t) * (job.docs + 1));
+    job.starts = PyMem_Malloc(sizeof(Py_ssize_t) * (job.docs + 1));
     job.first_doc = PyMem_Malloc(sizeof(Py_ssize_t) * (job.records + 1));
-    job.first_id = PyMem_Malloc(sizeof(Py_ssize_t) * (job.records + 1));
     job.plans = PyMem_Malloc(sizeof(Plan) * (job.records + 1));
     job.out = PyMem_Malloc(sizeof(unsigned char *) * (job.records + 1));
-    if (!job.names || !job.name_sizes || !job.first_doc || !job.first_id || !job.plans ||
+    if (!job.names || !job.name_sizes || !job.starts || !job.first_doc || !job.plans ||
         !job.out) {
         PyErr_NoMemory();
         goto done;
@@ -207,8 +237,26 @@ static PyObject *examples(PyObject *self, PyObject *args) {
             goto done;
         }
     }
-    /* Each record's documents and ids: checked here, so the loops below cannot overrun. */
+    /* Each document's own ids, and each record's documents: checked here, so the loops below
+     * cannot overrun. Without starts, the documents' own ids follow each other in ids. */
     Py_ssize_t doc = 0, at = 0;
+    for (Py_ssize_t d = 0; d < job.docs; d++) {
+        Py_ssize_t start = starts.obj ? ((const int64_t *)starts.buf)[d] : at;
+        if (job.sizes[d] < job.n_before + job.n_after) {
+            PyErr_SetString(PyExc_ValueError, "a negative document size, or one under its special ids");
+            goto done;
+        }
+        if (start < 0 || start > id_count || own(&job, d) > id_count - start) {
+            PyErr_SetString(PyExc_ValueError, "sizes do not cover the ids");
+            goto done;
+        }
+        job.starts[d] = start;
+        at = start + own(&job, d);
+    }
+    if (!starts.obj && at != id_count) {
+        PyErr_SetString(PyExc_ValueError, "sizes do not cover the ids");
+        goto done;
+    }
     for (Py_ssize_t r = 0; r < job.records; r++) {
         Py_ssize_t take = job.per_record ? job.per_record[r] : 1;
         if (take < 1 || take > job.docs - doc) { /* no sum that could overflow */
@@ -216,26 +264,13 @@ static PyObject *examples(PyObject *self, PyObject *args) {
             goto done;
         }
         job.first_doc[r] = doc;
-        job.first_id[r] = at;
-        for (Py_ssize_t d = doc; d < doc + take; d++) {
-            if (job.sizes[d] < 0) {
-                PyErr_SetString(PyExc_ValueError, "negative document size");
-                goto done;
-            }
-            if (job.sizes[d] > id_count - at) {
-                PyErr_SetString(PyExc_ValueError, "sizes do not cover the ids");
-                goto done;
-            }
-            at += job.sizes[d];
-        }
         doc += take;
     }
-    if (doc != job.docs || at != id_count) {
-        PyErr_SetString(PyExc_ValueError, "sizes do not cover the ids");
+    if (doc != job.docs) {
+        PyErr_SetString(PyExc_ValueError, "blocks do not cover the documents");
         goto done;
     }
     job.first_doc[job.records] = doc;
-    job.first_id[job.records] = at;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t r = 0; r < job.records; r++) plan_record(&job, r);
     Py_END_ALLOW_THREADS
@@ -256,8 +291,8 @@ static PyObject *examples(PyObject *self, PyObject *args) {
 done:
     PyMem_Free(job.names);
     PyMem_Free(job.name_sizes);
+    PyMem_Free(job.starts);
     PyMem_Free(job.first_doc);
-    PyMem_Free(job.first_id);
     PyMem_Free(job.plans);
     PyMem_Free(job.out);
     Py_XDECREF(held);
@@ -265,15 +300,21 @@ done:
     if (sizes.obj) PyBuffer_Release(&sizes);
     if (labels.obj) PyBuffer_Release(&labels);
     if (blocks.obj) PyBuffer_Release(&blocks);
+    if (before.obj) PyBuffer_Release(&before);
+    if (after.obj) PyBuffer_Release(&after);
+    if (starts.obj) PyBuffer_Release(&starts);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"examples", examples, METH_VARARGS,
-     "examples(ids, sizes, doc_ids, labels, per_record) -> list of serialized Examples: ids "
-     "and sizes (ids per document) int64 buffers, doc_ids str or bytes, labels an int64 "
-     "buffer or None, per_record (documents a record holds) an int64 buffer or None (one "
-     "each)."},
+     "examples(ids, sizes, doc_ids, labels, per_record[, before, after, starts]) -> list of "
+     "serialized Examples: ids and sizes (ids per document, as stored) int64 buffers, doc_ids "
+     "str or bytes, labels an int64 buffer or None, per_record (documents a record holds) an "
+     "int64 buffer or None (one each); before and after, int64 buffers or None, the special "
+     "ids around each document's own; starts, an int64 buffer or None, where each document's "
+     "own ids (its size less the special ids) begin in ids (None: one after another, all of "
+     "ids)."},
     {NULL, NULL, 0, NULL},
 };
 

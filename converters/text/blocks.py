@@ -89,16 +89,3 @@ def cut_blocks(lengths: Any, splits: list[str], per_record: int | None) -> Block
     firsts = np.flatnonzero(cut)
     sizes = np.diff(np.append(firsts, n)).astype(np.int64)
     return Blocks(order, sizes)
-
-
-def reorder(values: Any, lengths: Any, order: Any) -> Any:
-    """Concatenated per-document ids (values, lengths) with the documents taken in `order`."""
-    import numpy as np
-
-    if order is None:
-        return values
-    starts = np.cumsum(lengths) - lengths
-    taken = lengths[order]
-    ends = np.cumsum(taken)
-    index = np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64)
-    return values[index + np.repeat(starts[order] - (ends - taken), taken)]

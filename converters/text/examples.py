@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from feedgpu.converters.text.blocks import Blocks, cut_blocks, reorder
+from feedgpu.converters.text.blocks import Blocks, cut_blocks
 from feedgpu.converters.text.native import native_module
 
 
@@ -98,50 +98,64 @@ class ExampleBuilder:
             hits = np.flatnonzero(values == self.unk_id)
             owner = np.searchsorted(np.cumsum(lengths), hits, side="right")
             unknown = np.bincount(owner, minlength=len(lengths))
-        ids = self._with_specials(values, lengths, kept)
+        starts = np.cumsum(lengths) - lengths  # where each document's own ids begin
         if blocks.order is not None:  # documents of each split together
-            ids = reorder(ids, kept + self.extra, blocks.order)
-            lengths, kept, unknown = (
+            starts, lengths, kept, unknown = (
+                starts[blocks.order],
                 lengths[blocks.order],
                 kept[blocks.order],
                 unknown[blocks.order],
             )
             doc_ids = [doc_ids[i] for i in blocks.order.tolist()]
             labels = [labels[i] for i in blocks.order.tolist()] if labels else labels
-        sizes = None if self.per_record == 1 else blocks.sizes
         records = _serialize(
-            ids, kept + self.extra, doc_ids, labels if self.labelled else None, sizes
+            values,
+            kept + self.extra,
+            doc_ids,
+            labels if self.labelled else None,
+            None if self.per_record == 1 else blocks.sizes,
+            (self.before, self.after, starts),
         )
         return BuiltExamples(records, blocks, lengths + self.extra, unknown, kept + self.extra)
 
-    def _with_specials(self, values: Any, lengths: Any, kept: Any) -> Any:
-        """Each document's [before, first `kept` ids, after], concatenated."""
-        import numpy as np
 
-        nb = len(self.before)
-        if self.budget is not None and int(lengths.max()) > self.budget:
-            offset = np.arange(len(values)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-            values = values[offset < self.budget]
-        sizes = kept + self.extra
-        starts = np.cumsum(sizes) - sizes  # of each document in the output
-        flat = np.empty(int(sizes.sum()), np.int64)
-        free = np.ones(len(flat), bool)
-        for j, token in enumerate(self.before):
-            flat[starts + j] = token
-            free[starts + j] = False
-        for j, token in enumerate(self.after):
-            flat[starts + nb + kept + j] = token
-            free[starts + nb + kept + j] = False
-        flat[free] = values
-        return flat
+def _with_specials(values: Any, sizes: Any, before: Any, after: Any, starts: Any) -> Any:
+    """Each document's [before, its own ids (its size less the special ids, from its start
+    in values), after], concatenated in order."""
+    import numpy as np
+
+    nb, own = len(before), sizes - len(before) - len(after)
+    ends = np.cumsum(own)
+    taken = np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64)
+    content = values[taken + np.repeat(starts - (ends - own), own)]
+    out = np.cumsum(sizes) - sizes  # each document's first position in the output
+    flat = np.empty(int(sizes.sum()), np.int64)
+    free = np.ones(len(flat), bool)
+    for at, tokens in ((out, before), (out + nb + own, after)):
+        for j, token in enumerate(tokens):
+            flat[at + j] = token
+            free[at + j] = False
+    flat[free] = content
+    return flat
 
 
 def _serialize(
-    ids: Any, sizes: Any, doc_ids: Sequence[str], labels: list[int] | None, per_record: Any
+    ids: Any,
+    sizes: Any,
+    doc_ids: Sequence[str],
+    labels: list[int] | None,
+    per_record: Any,
+    specials: tuple[Any, Any, Any] | None = None,
 ) -> list[bytes]:
     """`tf.train.Example`s of {doc_id, input_ids, length[, label]}: scalars of one document
     each, or (per_record: documents a record holds) lists of a block. By the compiled step
-    where built (`native`), else one graph call a batch; the same bytes."""
+    where built (`native`), else one graph call a batch; the same bytes.
+
+    ids: the documents' ids, sizes (int64 numpy) their counts as stored; or, with specials
+    (before, after, starts: int64 numpy), each document's own ids (its size less the special
+    ids) from its start in ids, the special ids around them: the compiled step takes them
+    where they are, with no array made with the special ids put in (benchmarks/RESULTS.md,
+    "Issue 29, sixth session")."""
     import numpy as np
     import tensorflow as tf
 
@@ -153,7 +167,10 @@ def _serialize(
             doc_ids,
             None if labels is None else np.asarray(labels, np.int64),
             None if per_record is None else np.ascontiguousarray(per_record, np.int64),
+            *(np.ascontiguousarray(part, np.int64) for part in specials or ()),
         )
+    if specials is not None:
+        ids = _with_specials(ids, sizes, *specials)
 
     # Each document's varint bytes (7 bits a byte, 10 for negatives), counted here: numpy's
     # cumsum is faster than TensorFlow's on CPU (benchmarks/RESULTS.md, "varint counts in
