@@ -113,9 +113,11 @@ def test_auto_s_sample_stops_once_documents_are_known_long(
     options = TextOptions(tokenizer=str(tmp_path / "vocab.txt"))
     tok = load_tokenizer(TokenizerSpec.parse(options.tokenizer))
     seen: list[int] = []
-    real = tok.encode_reference
+    from feedgpu.converters.text import convert as text_convert
+
+    real = text_convert._id_counts
     monkeypatch.setattr(
-        tok, "encode_reference", lambda texts: seen.append(len(texts)) or real(texts)
+        text_convert, "_id_counts", lambda tok, texts: seen.append(len(texts)) or real(tok, texts)
     )
     for words, expected in ((2000, None), (30, 32.0)):
         path = tmp_path / f"{words}.jsonl"

@@ -488,6 +488,13 @@ def test_messy_json_lines_convert_the_same_without_the_step(
     lines = plain + _TAKEN_LINES[:4] * 3 + [line.rstrip(b"\n") + b"\n" for line in _TAKEN_LINES]
     rng.shuffle(lines)
     (src / "a.jsonl").write_bytes(b"".join(lines))
+    # Lines left to Python that are all usual (texts that are not plain): parsed at once.
+    usual = [
+        json.dumps({"text": t + (" naïve" if i % 3 else "")}, ensure_ascii=i % 2 == 0)
+        for i, t in enumerate(_texts(rng, vocab, 300))
+        if t.strip()
+    ]
+    (src / "b.jsonl").write_text("\n".join(usual) + "\n")
     outs: list[Path] = []
     skips: list[dict[str, int]] = []
     for flag in ("0", "1"):
@@ -502,3 +509,18 @@ def test_messy_json_lines_convert_the_same_without_the_step(
     assert shards
     for name in shards:
         assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name
+
+
+def test_layout_sample_counts_are_hfs(module: Any, tmp_path: Path) -> None:
+    """The layout's sample counts ids by the step where it can: HF's counts for plain texts,
+    texts that are not plain, typed added tokens and words over the length limit alike."""
+    from feedgpu.converters.text.convert import _id_counts
+    from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
+
+    rng = random.Random(10)
+    vocab = _vocab(rng, 600)
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tok = load_tokenizer(TokenizerSpec.parse(str(tmp_path / "vocab.txt")))
+    assert tok.plain_step() is not None
+    texts = [*_texts(rng, vocab, 200), "naïve café", "a [SEP] b", "x" * 150, "", "a\x01b"]
+    assert _id_counts(tok, texts) == [len(ids) for ids in tok.encode_reference(texts)]

@@ -175,6 +175,22 @@ def plan_text_dataset(
     return plan, TextRunner(plan, sources, chunks, shard_counts, tokenizer, layout, fractions)
 
 
+def _id_counts(tokenizer: TextTokenizer, texts: list[str]) -> list[int]:
+    """How many ids HF gives each text: by the compiled step where it is built (no
+    TensorFlow either), HF for the texts it cannot take whole (not plain, or holding an added
+    token). HF alone made the layout's sample of long documents a tenth of the tokenizer's
+    work in a conversion, serially (benchmarks/RESULTS.md, "Issue 29, sixth session")."""
+    step = tokenizer.plain_step()
+    if step is None:
+        return [len(ids) for ids in tokenizer.encode_reference(texts)]
+    _, lengths, holes = step.ids(texts)
+    counts = lengths.tolist()
+    odd = sorted({int(t) for t in holes[:, 0]} | set(tokenizer.typed_added(texts)))
+    for i, ids in zip(odd, tokenizer.encode_reference([texts[i] for i in odd]), strict=True):
+        counts[i] = len(ids)
+    return counts
+
+
 def _mean_ids(
     sources: list[TextSource], options: TextOptions, tokenizer: TextTokenizer
 ) -> float | None:
@@ -185,10 +201,10 @@ def _mean_ids(
     dozen (at 64 from the first, planning a 50 MB corpus of ~2,300-token documents spent
     0.13 s here, serially; benchmarks/RESULTS.md, "Issue 29, fourth session").
 
-    By HF, not the fast graph: the graph would be built here, before the run knows whether the
-    dataset is already complete, and re-running a complete conversion then imported
-    TensorFlow to decide a layout it did not need (2.8 s instead of 0.09; benchmarks/
-    RESULTS.md, "the layout's sample").
+    By HF's counts (`_id_counts`), not the fast graph: the graph would be built here, before
+    the run knows whether the dataset is already complete, and re-running a complete
+    conversion then imported TensorFlow to decide a layout it did not need (2.8 s instead of
+    0.09; benchmarks/RESULTS.md, "the layout's sample").
     """
     extra = sum(map(len, tokenizer.special_ids())) if options.special else 0
     limit = options.max_length or 1 << 62
@@ -198,8 +214,8 @@ def _mean_ids(
 
     def tokenize() -> None:
         nonlocal count, total, batch
-        for ids in tokenizer.encode_reference(texts):
-            total += min(len(ids) + extra, limit)
+        for n in _id_counts(tokenizer, texts):
+            total += min(n + extra, limit)
         count += len(texts)
         texts.clear()
         batch = min(64, 2 * batch, SAMPLE_DOCUMENTS - count)  # 4 + 8 + ... + 64 + 4: 256
