@@ -524,3 +524,17 @@ def test_layout_sample_counts_are_hfs(module: Any, tmp_path: Path) -> None:
     assert tok.plain_step() is not None
     texts = [*_texts(rng, vocab, 200), "naïve café", "a [SEP] b", "x" * 150, "", "a\x01b"]
     assert _id_counts(tok, texts) == [len(ids) for ids in tok.encode_reference(texts)]
+
+
+def test_numbered_doc_ids_are_pythons(records: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Documents' ids made by the step ("name:line") are the strings Python makes: every
+    digit count, 0, negative and extreme numbers, ASCII and non-ASCII file names."""
+    from feedgpu.converters.text.batches import numbered
+
+    numbers = np.array([0, 1, 9, 10, 99, 100, 12345, -7, 2**62, -(2**63), 2**63 - 1])
+    for prefix in ("part-000.jsonl:", "données/é.jsonl:", ""):
+        got = numbered(prefix, numbers)
+        monkeypatch.setenv(NO_NATIVE_ENV, "1")
+        assert got == numbered(prefix, numbers) == [f"{prefix}{n}" for n in numbers.tolist()]
+        monkeypatch.delenv(NO_NATIVE_ENV)
+        assert all(type(name) is str for name in got)

@@ -306,6 +306,45 @@ done:
     return result;
 }
 
+/* Documents' ids "prefix" + each number in decimal (a JSONL file's "name:line"), as str. */
+static PyObject *numbered(PyObject *self, PyObject *args) {
+    PyObject *prefix, *numbers_obj;
+    if (!PyArg_ParseTuple(args, "UO", &prefix, &numbers_obj)) return NULL;
+    Py_buffer numbers = {0};
+    Py_ssize_t count;
+    if (int64s(numbers_obj, &numbers, &count) < 0) return NULL;
+    PyObject *result = PyList_New(count);
+    Py_ssize_t plen = PyUnicode_GET_LENGTH(prefix);
+    int ascii = PyUnicode_IS_ASCII(prefix);
+    for (Py_ssize_t i = 0; result && i < count; i++) {
+        char buf[24], *digits = buf + sizeof buf;
+        int64_t v = ((int64_t *)numbers.buf)[i];
+        uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+        do *--digits = (char)('0' + u % 10); while (u /= 10);
+        if (v < 0) *--digits = '-';
+        int n = (int)(buf + sizeof buf - digits);
+        PyObject *name;
+        if (ascii) { /* the usual file name: one allocation, two copies */
+            name = PyUnicode_New(plen + n, 127);
+            if (name) {
+                memcpy(PyUnicode_1BYTE_DATA(name), PyUnicode_1BYTE_DATA(prefix), plen);
+                memcpy(PyUnicode_1BYTE_DATA(name) + plen, digits, n);
+            }
+        } else {
+            PyObject *tail = PyUnicode_FromStringAndSize(digits, n);
+            name = tail ? PyUnicode_Concat(prefix, tail) : NULL;
+            Py_XDECREF(tail);
+        }
+        if (!name) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, name);
+    }
+    PyBuffer_Release(&numbers);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"examples", examples, METH_VARARGS,
      "examples(ids, sizes, doc_ids, labels, per_record[, before, after, starts]) -> list of "
@@ -315,6 +354,9 @@ static PyMethodDef methods[] = {
      "ids around each document's own; starts, an int64 buffer or None, where each document's "
      "own ids (its size less the special ids) begin in ids (None: one after another, all of "
      "ids)."},
+    {"numbered", numbered, METH_VARARGS,
+     "numbered(prefix, numbers) -> list of str: prefix followed by each number (an int64 "
+     "buffer) in decimal."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from feedgpu.convert.plan import Skip
 from feedgpu.converters.listing import check_strict, hash_split
 from feedgpu.converters.text.examples import per_text_ids, splice_ids
+from feedgpu.converters.text.native import native_module
 from feedgpu.converters.text.plain_wordpiece import LineIds
 from feedgpu.converters.text.sources import (
     Document,
@@ -171,15 +172,23 @@ class Batch:
                 todo.append(first + position)
                 self.texts += doc.texts if isinstance(doc, DocumentBlock) else [doc.text]
                 self.plain += doc.plain if isinstance(doc, DocumentBlock) else [doc.plain]
-        prefix = f"{raw.rel}:"
-        numbers = (lines + (raw.number + start)).tolist()
-        doc_ids = list(map(prefix.__add__, map(str, numbers)))
+        doc_ids = numbered(f"{raw.rel}:", lines + (raw.number + start))
         self.doc_ids += doc_ids
         self.splits += (
             [split] * len(doc_ids) if split else [hash_split(d, fractions) for d in doc_ids]
         )
         self.labels += [None] * len(doc_ids)
         return values, lengths, skips
+
+
+def numbered(prefix: str, numbers: Any) -> list[str]:
+    """Documents' ids: prefix and each number (int64 numpy). By the compiled step where built:
+    in Python they were a tenth of a short-document conversion's Python (benchmarks/
+    RESULTS.md, "Issue 29, sixth session")."""
+    step = native_module("_records")
+    if step is not None:
+        return step.numbered(prefix, numbers)
+    return list(map(prefix.__add__, map(str, numbers.tolist())))
 
 
 @dataclass(frozen=True)
