@@ -11,11 +11,14 @@ setup(
     ext_modules=[
         Extension(
             f"feedgpu.converters.text.{name}",
-            [f"converters/text/{name}.c"],
-            depends=["converters/text/_json_line.h"],
+            [f"converters/text/{source}" for source in sources],
+            depends=["converters/text/_wordpiece.h", "converters/text/_json_line.h"],
             extra_compile_args=["-O2"],
             optional=True,
         )
-        for name in ("_wordpiece", "_records")
+        for name, sources in (
+            ("_wordpiece", ["_wordpiece.c", "_json_lines.c"]),
+            ("_records", ["_records.c"]),
+        )
     ]
 )

@@ -28,10 +28,10 @@ static inline int json_hex(unsigned char c) {
 }
 
 /* The bytes a string's scan stops at: its end, an escape, and what ASCII JSON cannot hold
- * there (control characters, non-ASCII). Filled by json_init. */
+ * there (control characters, non-ASCII). Filled by json_stop_init. */
 static unsigned char JSON_STOP[256];
 
-static void json_init(void) {
+static void json_stop_init(void) {
     for (int c = 0; c < 256; c++) JSON_STOP[c] = c == '"' || c == '\\' || c < 0x20 || c > 0x7f;
 }
 

@@ -14,32 +14,10 @@
  * (its parent node, its last byte), exactly, so no two strings can be confused. Two roots:
  * a word's first piece, and continuing pieces (tokens starting with the prefix, "##").
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
+#include "_wordpiece.h" /* Python.h first */
+
 #include <stdlib.h>
 #include <string.h>
-
-#include "_json_line.h"
-
-#define CAPSULE "feedgpu.wordpiece"
-#define ROOT_FIRST 1u
-#define ROOT_NEXT 2u
-
-typedef struct {
-    uint32_t key; /* (parent node << 8) | byte; 0 marks an empty slot */
-    uint32_t node;
-    int32_t token; /* the token this prefix completes, or -1 */
-} Slot;
-
-typedef struct {
-    Slot *slots;
-    uint32_t mask;
-    uint32_t nodes;
-    int64_t unk;
-    Py_ssize_t max_chars;
-    unsigned char fold[256]; /* lowercase or not */
-} Vocab;
 
 #define MAX_NODES (1u << 24) /* node numbers fit a key's upper 24 bits */
 
@@ -212,7 +190,7 @@ static Py_ssize_t word_ids(const Vocab *v, const unsigned char *w, Py_ssize_t le
 }
 
 /* A plain text's ids into out (at most one a byte); -1 if the text is not plain. */
-static Py_ssize_t text_ids(const Vocab *v, const unsigned char *s, Py_ssize_t len, int64_t *out) {
+Py_ssize_t text_ids(const Vocab *v, const unsigned char *s, Py_ssize_t len, int64_t *out) {
     Py_ssize_t k = 0, n = 0;
     while (k < len) {
         switch (CLASS[s[k]]) {
@@ -363,104 +341,6 @@ done:
     Py_XDECREF(values);
     Py_XDECREF(lengths);
     Py_XDECREF(found);
-    Py_DECREF(held);
-    return result;
-}
-
-/* Whether a line is blank as bytes.isspace() has it (empty too): no document, no skip. */
-static int blank_line(cursor p, cursor end) {
-    for (; p < end; p++)
-        if (!(*p == ' ' || (*p >= '\t' && *p <= '\r'))) return 0;
-    return 1;
-}
-
-/* One JSON line's document's ids into out, its count; -1: the line is the caller's (see
- * _json_line.h), or its text holds a byte of stop (added tokens' first characters, a
- * string: no NUL). */
-static Py_ssize_t line_ids(const Vocab *v, cursor p, cursor end, const char *field,
-                           size_t field_len, const unsigned char *stop, unsigned char *buf,
-                           int64_t *out) {
-    cursor text = NULL, text_end = NULL;
-    int escaped = 0;
-    if (!json_text_field(p, end, field, field_len, &text, &text_end, &escaped)) return -1;
-    Py_ssize_t len = text_end - text;
-    if (escaped) {
-        len = json_plain_text(text, text_end, buf);
-        if (len < 0) return -1;
-        text = buf;
-    }
-    for (const unsigned char *c = stop; *c; c++)
-        if (memchr(text, *c, len)) return -1;
-    Py_ssize_t n = text_ids(v, text, len, out);
-    return n > 0 ? n : -1; /* none: blank, the caller's to skip */
-}
-
-static PyObject *lines(PyObject *self, PyObject *args) {
-    PyObject *capsule, *given;
-    const char *field, *triggers;
-    Py_ssize_t field_len, trigger_count;
-    if (!PyArg_ParseTuple(args, "OOy#y#", &capsule, &given, &field, &field_len, &triggers,
-                          &trigger_count))
-        return NULL;
-    const Vocab *v = PyCapsule_GetPointer(capsule, CAPSULE);
-    if (!v) return NULL;
-    PyObject *held = PySequence_Tuple(given); /* each line held while the GIL is released */
-    if (!held) return NULL;
-    Py_ssize_t count = PyTuple_GET_SIZE(held), total = 0, longest = 0;
-    PyObject *values = NULL, *lengths = NULL, *taken = NULL, *odd = NULL, *result = NULL;
-    unsigned char *buf = NULL, stop[257] = {0};
-    for (Py_ssize_t k = 0, n = 0; k < trigger_count; k++)
-        if (triggers[k] && !memchr(stop, triggers[k], n)) stop[n++] = (unsigned char)triggers[k];
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *line = PyTuple_GET_ITEM(held, i);
-        if (!PyBytes_Check(line)) {
-            PyErr_SetString(PyExc_TypeError, "lines must be bytes");
-            goto done;
-        }
-        total += PyBytes_GET_SIZE(line);
-        if (PyBytes_GET_SIZE(line) > longest) longest = PyBytes_GET_SIZE(line);
-    }
-    values = PyBytes_FromStringAndSize(NULL, (total + 1) * (Py_ssize_t)sizeof(int64_t));
-    lengths = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
-    taken = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
-    odd = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
-    buf = PyMem_Malloc(longest + 1);
-    if (!values || !lengths || !taken || !odd || !buf) {
-        if (!PyErr_Occurred()) PyErr_NoMemory();
-        goto done;
-    }
-    int64_t *out = (int64_t *)PyBytes_AS_STRING(values);
-    int64_t *counts = (int64_t *)PyBytes_AS_STRING(lengths);
-    int64_t *docs = (int64_t *)PyBytes_AS_STRING(taken);
-    int64_t *left = (int64_t *)PyBytes_AS_STRING(odd);
-    Py_ssize_t at = 0, ndocs = 0, nodd = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *line = PyTuple_GET_ITEM(held, i);
-        cursor p = (cursor)PyBytes_AS_STRING(line), end = p + PyBytes_GET_SIZE(line);
-        if (blank_line(p, end)) continue;
-        Py_ssize_t n = line_ids(v, p, end, field, (size_t)field_len, stop, buf, out + at);
-        if (n < 0) {
-            left[nodd++] = i;
-            continue;
-        }
-        docs[ndocs] = i;
-        counts[ndocs++] = n;
-        at += n;
-    }
-    Py_END_ALLOW_THREADS
-    if (_PyBytes_Resize(&values, at * (Py_ssize_t)sizeof(int64_t)) < 0 ||
-        _PyBytes_Resize(&lengths, ndocs * (Py_ssize_t)sizeof(int64_t)) < 0 ||
-        _PyBytes_Resize(&taken, ndocs * (Py_ssize_t)sizeof(int64_t)) < 0 ||
-        _PyBytes_Resize(&odd, nodd * (Py_ssize_t)sizeof(int64_t)) < 0)
-        goto done;
-    result = Py_BuildValue("OOOO", values, lengths, taken, odd);
-done:
-    PyMem_Free(buf);
-    Py_XDECREF(values);
-    Py_XDECREF(lengths);
-    Py_XDECREF(taken);
-    Py_XDECREF(odd);
     Py_DECREF(held);
     return result;
 }

@@ -1,10 +1,11 @@
 """feedgpu's compiled steps for text conversion, where the package was built with them.
 
-Two small C extensions, built by setup.py: `_wordpiece` (WordPiece ids of plain texts:
-`plain_wordpiece`) and `_records` (serialized examples: `examples`). Each gives the same
-result as the Python and TensorFlow path it replaces, faster (benchmarks/RESULTS.md, "Issue 29,
-fifth session"). Without a C compiler at install the package installs without them and uses
-that path; FEEDGPU_NO_NATIVE=1 does the same, for comparing or ruling them out.
+Two small C extensions, built by setup.py: `_wordpiece` (WordPiece ids of plain texts, and of
+plain JSON lines parsed in the same pass: `plain_wordpiece`) and `_records` (serialized
+examples: `examples`; documents' ids: `batches.numbered`). Each gives the same result as the
+Python and TensorFlow path it replaces, faster (benchmarks/RESULTS.md, "Issue 29, fifth
+session" and "sixth session"). Without a C compiler at install the package installs without
+them and uses that path; FEEDGPU_NO_NATIVE=1 does the same, for comparing or ruling them out.
 """
 
 from __future__ import annotations
