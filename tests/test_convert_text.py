@@ -661,7 +661,7 @@ def test_json_lines_edge_cases_read_as_the_standard_library_reads_them(tmp_path:
         b'{"text": "nan", "x": NaN, "label": "b"}',  # Python's json only
         b"null",
         b'{"text": "big", "n": 123456789012345678901234567890, "label": "a"}',  # json only
-        b'{"text": "\\ud800 lone", "label": "b"}',  # a lone surrogate: json only
+        b'{"text": "\\ud800 lone", "label": "b"}',  # json only, and no UTF-8 holds it
         b'{"text": "first", "text": "second", "label": "a"}',
         b'{"text": "caf\xc3\xa9", "label": 3.0}',
         b'{"text": "bad \xff byte", "label": "a"}',
@@ -672,9 +672,12 @@ def test_json_lines_edge_cases_read_as_the_standard_library_reads_them(tmp_path:
     found = list(iter_documents(source, ReadOptions(label_field="label")))
     assert found[:2] == [Document("a.jsonl:1", "plain", "a"), Document("a.jsonl:2", "nan", "b")]
     assert isinstance(found[2], Skip) and found[2].reason == "malformed JSON"
-    assert found[3:7] == [
-        Document("a.jsonl:4", "big", "a"),
-        Document("a.jsonl:5", "\ud800 lone", "b"),
+    assert found[3] == Document("a.jsonl:4", "big", "a")
+    assert isinstance(found[4], Skip) and (found[4].path, found[4].reason) == (
+        "a.jsonl:5",
+        "not UTF-8",
+    )
+    assert found[5:7] == [
         Document("a.jsonl:6", "second", "a"),
         Document("a.jsonl:7", "café", "3.0"),
     ]
@@ -682,6 +685,10 @@ def test_json_lines_edge_cases_read_as_the_standard_library_reads_them(tmp_path:
         ("a.jsonl:8", "not UTF-8"),
         ("a.jsonl:9", "malformed JSON"),
     ]
+    replaced = list(
+        iter_documents(source, ReadOptions(label_field="label", encoding_errors="replace"))
+    )
+    assert replaced[4] == Document("a.jsonl:5", "\ufffd lone", "b")
 
 
 def test_blocks_of_json_lines_are_the_same_documents_as_line_by_line(
@@ -836,3 +843,22 @@ def test_tokenizer_threads_trace_their_graphs_once(tmp_path: Path) -> None:
         logging.getLogger("tensorflow").removeHandler(keep)
     assert not [r for r in records if "retracing" in r.getMessage()]
     assert len(shard_examples(tmp_path / "out")) == 6000
+
+
+@pytest.mark.parametrize("errors", ["skip", "replace"])
+def test_lines_only_pythons_json_reads_are_skipped_or_replaced(tmp_path: Path, errors: str) -> None:
+    """What only Python's json parser takes (orjson refuses it) never raises: nesting past
+    Python's recursion limit is malformed JSON; a lone surrogate escape ("\\ud800"), text no
+    UTF-8 can hold, is "not UTF-8" (or U+FFFD with --encoding-errors replace), as bytes that
+    are not UTF-8 are."""
+    (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b"]))
+    src = tmp_path / "src"
+    src.mkdir()
+    deep = '{"text": "a", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    lines = ['{"text": "a b"}', deep, '{"text": "a \\ud800 b"}', '{"text": "b \\ud83d\\ude00"}']
+    (src / "a.jsonl").write_text("\n".join(lines) + "\n")
+    options = TextOptions(tokenizer=str(tmp_path / "vocab.txt"), encoding_errors=errors)
+    report = convert_text(str(src), str(tmp_path / "out"), options, quiet=True, allow_skips=True)
+    expected = {"malformed JSON": 1} | ({"not UTF-8": 1} if errors == "skip" else {})
+    assert report.skipped_by_reason == expected
+    assert report.num_examples == (2 if errors == "skip" else 3)

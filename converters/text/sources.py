@@ -209,7 +209,7 @@ def _read(
             else:
                 yield Document(file.rel, text)
             return
-        for number, line in enumerate(_chain(first, lines), 1):
+        for number, line in enumerate(itertools.chain([first] if first else [], lines), 1):
             found = _line_document(line, f"{file.rel}:{number}", is_json, options)
             if found is not None:
                 yield found
@@ -352,17 +352,11 @@ def parse_lines(
             yield found
 
 
-def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
-    if first:
-        yield first
-    yield from rest
-
-
 def _json_document(text: str, where: str, options: ReadOptions) -> Document | Skip:
     """A line orjson refused (not UTF-8, or JSON only Python's parser takes, or malformed)."""
     try:
         row = json.loads(text)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # RecursionError: nested past Python's limit
         return Skip(where, "malformed JSON", str(e))
     return _json_row(row, where, options)
 
@@ -378,6 +372,10 @@ def _json_row(
         return Skip(where, "no text field", f"no string field {options.text_field!r}")
     if not value or value.isspace():
         return Skip(where, "empty document", "no text")
+    if line is None and _SURROGATE.search(value):  # Python's json reads "\ud800" alone
+        if options.encoding_errors != "replace":
+            return Skip(where, "not UTF-8", _SURROGATE_DETAIL)
+        value = _SURROGATE.sub("\ufffd", value)
     label = None
     if options.label_field:
         raw_label = row.get(options.label_field)
@@ -387,6 +385,8 @@ def _json_row(
     return Document(where, value, label, line is not None and _plain_json(value, line))
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")  # text no UTF-8 can hold
+_SURROGATE_DETAIL = "a lone \\ud800-\\udfff escape (use --encoding-errors replace to keep it)"
 # In valid JSON a control character inside a string is escaped: \uXXXX, or \b and \f (\t, \n
 # and \r are fine); DEL is the one that may appear raw. A match may be a false alarm (an
 # escaped backslash before a "u"): the document is then checked like any other.
