@@ -419,6 +419,9 @@ _TAKEN_LINES = [
     b'{"text": "first", "meta": {"a": [true, false, -1.5e+3, 0, 2E7]}, "text": "last wins"}\n',
     b'{"url": "http://x/\\u00e9", "text": "an escape elsewhere is fine"}\r\n',
     b'{"text": "no newline at the end"}',
+    b'{"n": -' + b"9" * 308 + b', "text": "an integer orjson takes"}\n',
+    b'{"n": ' + b"9" * 4301 + b', "text": "an integer Python refuses"}\n',  # a skip there
+    b'{"n": ' + b"9" * 309 + b', "text": "one orjson refuses, json takes"}\n',
     b'{"text":"a\\u0020b"}\n',  # \u: left (it may be any character)
     b'{"text": "caf\xc3\xa9"}\n',  # non-ASCII
     b'{"text": "   \\t "}\n',  # blank text: a skip
@@ -442,7 +445,7 @@ _TAKEN_LINES = [
     b"  \x0b\x0c \r\n",
     b"not json\n",
 ]
-_TAKEN = [0, 1, 2, 3, 4]  # the others are left to Python (blank lines: neither)
+_TAKEN = [0, 1, 2, 3, 4, 5]  # the others are left to Python (blank lines: neither)
 
 
 def test_json_lines_step_takes_only_certain_plain_lines(module: Any, tmp_path: Path) -> None:
@@ -459,6 +462,7 @@ def test_json_lines_step_takes_only_certain_plain_lines(module: Any, tmp_path: P
     assert left.tolist() == [i for i in range(len(_TAKEN_LINES)) if i not in _TAKEN + blank]
     texts = [json.loads(_TAKEN_LINES[i])["text"] for i in _TAKEN]
     assert texts[2] == "last wins"
+    assert step.lines_of("te\udcffxt", "[") is None  # no line names it: Python's path reads
     expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
     assert _per_text(values, lengths) == expected
     # Another field, and random plain texts written by json.dumps with and without escapes.
@@ -470,6 +474,29 @@ def test_json_lines_step_takes_only_certain_plain_lines(module: Any, tmp_path: P
     assert left.tolist() == [i for i in range(len(docs)) if i not in kept]
     expected = [hf.encode(docs[i], add_special_tokens=False).ids for i in kept]
     assert _per_text(values, lengths) == expected
+
+
+def test_json_lines_step_holds_ids_for_texts_not_lines(module: Any) -> None:
+    """The step's ids take room for the texts it tokenizes, not for whole lines: a line of
+    20 MB of metadata and a short text, or a 20 MB line it leaves, costs it no 160 MB."""
+    import tracemalloc
+
+    rng = random.Random(11)
+    vocab = _vocab(rng, 600)
+    step = _step(module, vocab, _hf(vocab, lowercase=True), lowercase=True)
+    meta = b"x" * (20 << 20)
+    lines = [
+        b'{"meta": "' + meta + b'", "text": "short"}\n',
+        b'{"text": "caf\xc3\xa9 ' + meta + b'"}',
+    ]
+    tracemalloc.start()
+    try:
+        _, lengths, taken, left = step.lines(lines, "text", "")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert taken.tolist() == [0] and left.tolist() == [1] and len(lengths) == 1
+    assert peak < 8 << 20, peak
 
 
 def test_messy_json_lines_convert_the_same_without_the_step(

@@ -69,19 +69,31 @@ static cursor json_digits(cursor p, cursor end) {
     return p > start ? p : NULL;
 }
 
+/* orjson takes an integer of at most 308 digits; a longer one goes to Python's json, which
+ * refuses one over its digit limit (4300, or as low as 640 by PYTHONINTMAXSTRDIGITS): such a
+ * line is left to the caller, to be read (or skipped) as Python reads it. */
+#define JSON_MAX_INT_DIGITS 308
+
 static cursor json_number(cursor p, cursor end) {
     if (p < end && *p == '-') p++;
+    cursor digits = p;
     if (p < end && *p == '0')
         p++;
     else if (!(p = json_digits(p, end)))
         return NULL;
-    if (p < end && *p == '.' && !(p = json_digits(p + 1, end))) return NULL;
+    int integer = 1;
+    ptrdiff_t count = p - digits;
+    if (p < end && *p == '.') {
+        integer = 0;
+        if (!(p = json_digits(p + 1, end))) return NULL;
+    }
     if (p < end && (*p == 'e' || *p == 'E')) {
+        integer = 0;
         p++;
         if (p < end && (*p == '+' || *p == '-')) p++;
         if (!(p = json_digits(p, end))) return NULL;
     }
-    return p;
+    return integer && count > JSON_MAX_INT_DIGITS ? NULL : p;
 }
 
 static cursor json_word(cursor p, cursor end, const char *word) {
@@ -137,8 +149,9 @@ static int json_text_field(cursor p, cursor end, const char *field, size_t field
     p = json_ws(p + 1, end);
     if (p < end && *p == '}') return 0; /* {}: no text */
     for (;;) {
+        if (p >= end || *p != '"') return 0;
         cursor key = p + 1;
-        if (p >= end || *p != '"' || !(p = json_string(p, end, &escaped)) || escaped) return 0;
+        if (!(p = json_string(p, end, &escaped)) || escaped) return 0;
         int match = (size_t)(p - 1 - key) == field_len && memcmp(key, field, field_len) == 0;
         p = json_ws(p, end);
         if (p >= end || *p != ':') return 0;

@@ -8,7 +8,7 @@
 
 #include "_json_line.h"
 
-void json_init(void) { json_stop_init(); }
+void feedgpu_json_init(void) { json_stop_init(); }
 
 /* Whether a line is blank as bytes.isspace() has it (empty too): no document, no skip. */
 static int blank_line(cursor p, cursor end) {
@@ -17,28 +17,45 @@ static int blank_line(cursor p, cursor end) {
     return 1;
 }
 
-/* One JSON line's document's ids into out, its count; -1: the line is the caller's (see
- * _json_line.h), or its text holds a byte of stop (added tokens' first characters, a
- * string: no NUL). */
-static Py_ssize_t line_ids(const Vocab *v, cursor p, cursor end, const char *field,
-                           size_t field_len, const unsigned char *stop, unsigned char *buf,
-                           int64_t *out) {
-    cursor text = NULL, text_end = NULL;
-    int escaped = 0;
-    if (!json_text_field(p, end, field, field_len, &text, &text_end, &escaped)) return -1;
-    Py_ssize_t len = text_end - text;
-    if (escaped) {
-        len = json_plain_text(text, text_end, buf);
+/* A line as the first pass found it: blank, left to the caller, or its text's raw bytes. */
+typedef struct {
+    cursor text;
+    Py_ssize_t len; /* raw, escapes as written: at least the decoded text's bytes */
+    int state;      /* BLANK, LEFT or TEXT */
+    int escaped;
+} Found;
+
+enum { BLANK, LEFT, TEXT };
+
+static void find_text(cursor p, cursor end, const char *field, size_t field_len, Found *f) {
+    cursor text_end = NULL;
+    f->state = blank_line(p, end) ? BLANK : LEFT;
+    if (f->state == LEFT &&
+        json_text_field(p, end, field, field_len, &f->text, &text_end, &f->escaped)) {
+        f->state = TEXT;
+        f->len = text_end - f->text;
+    }
+}
+
+/* A found text's ids into out, its count; -1: the caller's after all (an escape or byte
+ * plain text cannot hold, blank, or a byte of stop: added tokens' first characters, a
+ * string). buf: room for the text's raw bytes. */
+static Py_ssize_t text_of_line(const Vocab *v, const Found *f, const unsigned char *stop,
+                               unsigned char *buf, int64_t *out) {
+    const unsigned char *text = f->text;
+    Py_ssize_t len = f->len;
+    if (f->escaped) {
+        len = json_plain_text(f->text, f->text + f->len, buf);
         if (len < 0) return -1;
         text = buf;
     }
     for (const unsigned char *c = stop; *c; c++)
         if (memchr(text, *c, len)) return -1;
-    Py_ssize_t n = text_ids(v, text, len, out);
+    Py_ssize_t n = feedgpu_text_ids(v, text, len, out);
     return n > 0 ? n : -1; /* none: blank, the caller's to skip */
 }
 
-PyObject *lines(PyObject *self, PyObject *args) {
+PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
     PyObject *capsule, *given;
     const char *field, *triggers;
     Py_ssize_t field_len, trigger_count;
@@ -49,21 +66,37 @@ PyObject *lines(PyObject *self, PyObject *args) {
     if (!v) return NULL;
     PyObject *held = PySequence_Tuple(given); /* each line held while the GIL is released */
     if (!held) return NULL;
-    Py_ssize_t count = PyTuple_GET_SIZE(held), total = 0, longest = 0;
+    Py_ssize_t count = PyTuple_GET_SIZE(held), texts = 0, longest = 0;
     PyObject *values = NULL, *lengths = NULL, *taken = NULL, *odd = NULL, *result = NULL;
     unsigned char *buf = NULL, stop[257] = {0};
+    Found *found = NULL;
     for (Py_ssize_t k = 0, n = 0; k < trigger_count; k++)
         if (triggers[k] && !memchr(stop, triggers[k], n)) stop[n++] = (unsigned char)triggers[k];
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *line = PyTuple_GET_ITEM(held, i);
-        if (!PyBytes_Check(line)) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(held, i))) {
             PyErr_SetString(PyExc_TypeError, "lines must be bytes");
             goto done;
         }
-        total += PyBytes_GET_SIZE(line);
-        if (PyBytes_GET_SIZE(line) > longest) longest = PyBytes_GET_SIZE(line);
     }
-    values = PyBytes_FromStringAndSize(NULL, (total + 1) * (Py_ssize_t)sizeof(int64_t));
+    found = PyMem_Malloc(sizeof(Found) * (count + 1));
+    if (!found) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* First the texts, so the ids take room for them alone (one id a byte at most), not for
+     * whole lines: a line of huge metadata, or one left to the caller, costs no ids. */
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *line = PyTuple_GET_ITEM(held, i);
+        cursor p = (cursor)PyBytes_AS_STRING(line);
+        find_text(p, p + PyBytes_GET_SIZE(line), field, (size_t)field_len, &found[i]);
+        if (found[i].state == TEXT) {
+            texts += found[i].len;
+            if (found[i].len > longest) longest = found[i].len;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    values = PyBytes_FromStringAndSize(NULL, (texts + 1) * (Py_ssize_t)sizeof(int64_t));
     lengths = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
     taken = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
     odd = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
@@ -79,10 +112,9 @@ PyObject *lines(PyObject *self, PyObject *args) {
     Py_ssize_t at = 0, ndocs = 0, nodd = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *line = PyTuple_GET_ITEM(held, i);
-        cursor p = (cursor)PyBytes_AS_STRING(line), end = p + PyBytes_GET_SIZE(line);
-        if (blank_line(p, end)) continue;
-        Py_ssize_t n = line_ids(v, p, end, field, (size_t)field_len, stop, buf, out + at);
+        Py_ssize_t n = -1;
+        if (found[i].state == BLANK) continue;
+        if (found[i].state == TEXT) n = text_of_line(v, &found[i], stop, buf, out + at);
         if (n < 0) {
             left[nodd++] = i;
             continue;
@@ -99,6 +131,7 @@ PyObject *lines(PyObject *self, PyObject *args) {
         goto done;
     result = Py_BuildValue("OOOO", values, lengths, taken, odd);
 done:
+    PyMem_Free(found);
     PyMem_Free(buf);
     Py_XDECREF(values);
     Py_XDECREF(lengths);
@@ -107,4 +140,3 @@ done:
     Py_DECREF(held);
     return result;
 }
-

@@ -243,7 +243,8 @@ static PyObject *examples(PyObject *self, PyObject *args) {
     for (Py_ssize_t d = 0; d < job.docs; d++) {
         Py_ssize_t start = starts.obj ? ((const int64_t *)starts.buf)[d] : at;
         if (job.sizes[d] < job.n_before + job.n_after) {
-            PyErr_SetString(PyExc_ValueError, "a negative document size, or one under its special ids");
+            PyErr_SetString(PyExc_ValueError,
+                            "a negative document size, or one under its special ids");
             goto done;
         }
         if (start < 0 || start > id_count || own(&job, d) > id_count - start) {

@@ -4,6 +4,13 @@ from collections.abc import Sequence
 from typing import Any
 
 def examples(
-    ids: Any, sizes: Any, doc_ids: Sequence[str | bytes], labels: Any, per_record: Any
+    ids: Any,
+    sizes: Any,
+    doc_ids: Sequence[str | bytes],
+    labels: Any,
+    per_record: Any,
+    before: Any = ...,
+    after: Any = ...,
+    starts: Any = ...,
 ) -> list[bytes]: ...
 def numbered(prefix: str, numbers: Any) -> list[str]: ...

@@ -190,7 +190,8 @@ static Py_ssize_t word_ids(const Vocab *v, const unsigned char *w, Py_ssize_t le
 }
 
 /* A plain text's ids into out (at most one a byte); -1 if the text is not plain. */
-Py_ssize_t text_ids(const Vocab *v, const unsigned char *s, Py_ssize_t len, int64_t *out) {
+Py_ssize_t feedgpu_text_ids(const Vocab *v, const unsigned char *s, Py_ssize_t len,
+                            int64_t *out) {
     Py_ssize_t k = 0, n = 0;
     while (k < len) {
         switch (CLASS[s[k]]) {
@@ -266,7 +267,7 @@ static Py_ssize_t chunked_ids(const Vocab *v, int kind, const void *data, Py_ssi
             else buf[e - k] = (unsigned char)c;
         }
         if (plain) {
-            n += text_ids(v, buf, e - k, out + n);
+            n += feedgpu_text_ids(v, buf, e - k, out + n);
         } else if (add_hole(holes, text, k, e, at + n) < 0) {
             *failed = 1;
         } else if (holes->count - first_hole > MAX_HOLES) {
@@ -317,7 +318,7 @@ static PyObject *tokenize(PyObject *self, PyObject *args) {
         PyObject *t = PyTuple_GET_ITEM(held, i);
         Py_ssize_t len = PyUnicode_GET_LENGTH(t), n = -1;
         if (PyUnicode_IS_ASCII(t)) /* compact ASCII: its bytes as they are */
-            n = text_ids(v, PyUnicode_1BYTE_DATA(t), len, out + at);
+            n = feedgpu_text_ids(v, PyUnicode_1BYTE_DATA(t), len, out + at);
         if (n < 0) /* not plain: chunk by chunk */
             n = chunked_ids(v, PyUnicode_KIND(t), PyUnicode_DATA(t), len, i, out + at, at,
                             &holes, buf, &failed);
@@ -352,7 +353,7 @@ static PyMethodDef methods[] = {
      "tokenize(vocabulary, texts) -> (int64 ids as bytes, int64 counts as bytes, holes as "
      "bytes: int64 (text, start, end, position) of each chunk between ASCII whitespace that "
      "is not plain, left out of the ids and the counts, for the caller)."},
-    {"lines", lines, METH_VARARGS,
+    {"lines", feedgpu_lines, METH_VARARGS,
      "lines(vocabulary, lines, field, triggers) -> (int64 ids, int64 counts, int64 indexes of "
      "the lines so tokenized, int64 indexes of the lines left to the caller; all as bytes): "
      "JSON lines whose document is certain and plain (_json_line.h) tokenized, in order; "
@@ -367,6 +368,6 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__wordpiece(void) {
     classes();
-    json_init();
+    feedgpu_json_init();
     return PyModule_Create(&module);
 }

@@ -27,10 +27,11 @@ typedef struct {
 } Vocab;
 
 /* A plain text's ids into out (at most one a byte); -1 if the text is not plain. */
-Py_ssize_t text_ids(const Vocab *v, const unsigned char *s, Py_ssize_t len, int64_t *out);
+Py_ssize_t feedgpu_text_ids(const Vocab *v, const unsigned char *s, Py_ssize_t len, int64_t *out);
 
-/* lines(vocabulary, lines, field, triggers): _json_lines.c; json_init before its first call. */
-PyObject *lines(PyObject *self, PyObject *args);
-void json_init(void);
+/* lines(vocabulary, lines, field, triggers): _json_lines.c; feedgpu_json_init before its
+ * first call. (Prefixed: the module's only symbols outside its own files.) */
+PyObject *feedgpu_lines(PyObject *self, PyObject *args);
+void feedgpu_json_init(void);
 
 #endif

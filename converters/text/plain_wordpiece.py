@@ -69,6 +69,11 @@ class PlainWordPiece:
         found = self._module.lines(self._vocab, lines, field.encode(), stop)
         return tuple(np.frombuffer(part, np.int64) for part in found)  # type: ignore[return-value]
 
-    def lines_of(self, field: str, triggers: str) -> LineIds:
-        """`lines` for one text field and one set of triggers."""
+    def lines_of(self, field: str, triggers: str) -> LineIds | None:
+        """`lines` for one text field and one set of triggers; None for a field no line can
+        name as UTF-8 (a surrogate from undecodable arguments): Python's path reads those."""
+        try:
+            field.encode()
+        except UnicodeEncodeError:
+            return None
         return functools.partial(self.lines, field=field, triggers=triggers)
