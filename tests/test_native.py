@@ -565,3 +565,23 @@ def test_numbered_doc_ids_are_pythons(records: Any, monkeypatch: pytest.MonkeyPa
         assert got == numbered(prefix, numbers) == [f"{prefix}{n}" for n in numbers.tolist()]
         monkeypatch.delenv(NO_NATIVE_ENV)
         assert all(type(name) is str for name in got)
+
+
+@pytest.mark.parametrize("hardware", [True, False])
+def test_framing_step_writes_tfrecords_bytes(records: Any, hardware: bool) -> None:
+    """Records framed by the step are `frame_records`'s bytes (which TensorFlow reads); its
+    CRC32C, by the CPU's instruction (where it has one) and by tables, is google-crc32c's on
+    every length around the 8-byte steps, from unaligned starts."""
+    import google_crc32c
+
+    from feedgpu.format.records import frame_records
+
+    rng = random.Random(12)
+    data = bytes(rng.randrange(256) for _ in range(4096))
+    for start in range(4):
+        for n in [*range(0, 40), 255, 4000]:
+            part = data[start : start + n]
+            assert records.crc32c(part, hardware) == google_crc32c.value(part), (start, n)
+    recs = [data[: rng.randint(0, 3000)] for _ in range(300)] + [b""]
+    assert records.frame(recs) == frame_records(recs)
+    assert records.frame([]) == b""

@@ -16,6 +16,7 @@ from feedgpu import storage
 from feedgpu.convert.commit import Progress, ShardResult
 from feedgpu.convert.plan import ShardTask
 from feedgpu.convert.summary import Summary
+from feedgpu.converters.text.native import native_module
 from feedgpu.format.manifest import TextStatistics
 from feedgpu.format.records import Writable, frame_records
 from feedgpu.format.schema import Schema
@@ -48,7 +49,8 @@ class ChunkWriter:
             path = storage.join(self.folder, f"{key}.rec")
             self.handles[key] = storage.open_file(path, "wb")
             self.pieces[key] = {"records": 0, "bytes": 0}
-        data = frame_records(records)
+        step = native_module("_records")  # the same bytes, CRC32C by the CPU's instruction
+        data = step.frame(records) if step is not None else frame_records(records)
         self.handles[key].write(data)
         self.pieces[key]["bytes"] += len(data)
         self.pieces[key]["records"] += len(records)
