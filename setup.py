@@ -12,13 +12,13 @@ setup(
         Extension(
             f"feedgpu.converters.text.{name}",
             [f"converters/text/{source}" for source in sources],
-            depends=["converters/text/_wordpiece.h", "converters/text/_json_line.h"],
+            depends=[f"converters/text/{h}" for h in ("_wordpiece.h", "_json_line.h", "_records.h")],
             extra_compile_args=["-O2"],
             optional=True,
         )
         for name, sources in (
             ("_wordpiece", ["_wordpiece.c", "_json_lines.c"]),
-            ("_records", ["_records.c"]),
+            ("_records", ["_records.c", "_framing.c"]),
         )
     ]
 )
