@@ -7,12 +7,14 @@ path does their work. CI checks that they were built (.ci/wheel_check, tests/tes
 
 from setuptools import Extension, setup
 
+HEADERS = ("_wordpiece.h", "_json_line.h", "_records.h")
+
 setup(
     ext_modules=[
         Extension(
             f"feedgpu.converters.text.{name}",
             [f"converters/text/{source}" for source in sources],
-            depends=[f"converters/text/{h}" for h in ("_wordpiece.h", "_json_line.h", "_records.h")],
+            depends=[f"converters/text/{h}" for h in HEADERS],
             extra_compile_args=["-O2"],
             optional=True,
         )

@@ -34,6 +34,7 @@ static uint32_t crc_tables(const unsigned char *p, size_t n) {
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <nmmintrin.h>
 #define CRC_HARDWARE 1
 __attribute__((target("sse4.2"))) static uint32_t crc_sse42(const unsigned char *p, size_t n) {
@@ -51,9 +52,12 @@ __attribute__((target("sse4.2"))) static uint32_t crc_sse42(const unsigned char 
 #define CRC_HARDWARE 0
 #endif
 
+/* By CPUID itself: __builtin_cpu_supports needs a symbol from libgcc that Apple's toolchain
+ * does not provide. */
 static int crc_has_hardware(void) {
 #if CRC_HARDWARE
-    return __builtin_cpu_supports("sse4.2");
+    unsigned int a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2);
 #else
     return 0;
 #endif
