@@ -660,7 +660,7 @@ def test_json_lines_edge_cases_read_as_the_standard_library_reads_them(tmp_path:
         b'{"text": "plain", "label": "a"}',
         b'{"text": "nan", "x": NaN, "label": "b"}',  # Python's json only
         b"null",
-        b'{"text": "big", "n": 123456789012345678901234567890, "label": "a"}',  # json only
+        b'{"text": "big", "n": 123456789012345678901234567890, "label": "a"}',  # a float to orjson
         b'{"text": "\\ud800 lone", "label": "b"}',  # json only, and no UTF-8 holds it
         b'{"text": "first", "text": "second", "label": "a"}',
         b'{"text": "caf\xc3\xa9", "label": 3.0}',
@@ -689,6 +689,12 @@ def test_json_lines_edge_cases_read_as_the_standard_library_reads_them(tmp_path:
         iter_documents(source, ReadOptions(label_field="label", encoding_errors="replace"))
     )
     assert replaced[4] == Document("a.jsonl:5", "\ufffd lone", "b")
+    (tmp_path / "b.jsonl").write_bytes(b'{"text": "x", "label": "\\udc00"}\n')  # in a label too
+    labelled = SourceFile("b.jsonl", str(tmp_path / "b.jsonl"), 0, 0)
+    (skip,) = iter_documents(labelled, ReadOptions(label_field="label"))
+    assert isinstance(skip, Skip) and skip.reason == "not UTF-8"
+    (doc,) = iter_documents(labelled, ReadOptions(label_field="label", encoding_errors="replace"))
+    assert doc == Document("b.jsonl:1", "x", "\ufffd")
 
 
 def test_blocks_of_json_lines_are_the_same_documents_as_line_by_line(

@@ -521,6 +521,7 @@ def test_messy_json_lines_convert_the_same_without_the_step(
         for i, t in enumerate(_texts(rng, vocab, 300))
         if t.strip()
     ]
+    usual[100:100] = ["{bad", '{"text": ""}', '{"text": "\\ud800 lone"}']  # halved around
     (src / "b.jsonl").write_text("\n".join(usual) + "\n")
     outs: list[Path] = []
     skips: list[dict[str, int]] = []

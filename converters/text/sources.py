@@ -180,8 +180,7 @@ def iter_documents(file: SourceFile, options: ReadOptions) -> Iterator[Document 
 
 
 def iter_blocks(file: SourceFile, options: ReadOptions) -> Iterator[Document | Skip | RawLines]:
-    """`iter_documents`, with an unlabelled JSONL file's lines as `RawLines`, read and not
-    parsed (`parse_lines` parses them)."""
+    """`iter_documents`, but an unlabelled JSONL file's lines as `RawLines` (`parse_lines`)."""
     return _read(file, options, blocks=True)
 
 
@@ -372,16 +371,17 @@ def _json_row(
         return Skip(where, "no text field", f"no string field {options.text_field!r}")
     if not value or value.isspace():
         return Skip(where, "empty document", "no text")
-    if line is None and _SURROGATE.search(value):  # Python's json reads "\ud800" alone
-        if options.encoding_errors != "replace":
-            return Skip(where, "not UTF-8", _SURROGATE_DETAIL)
-        value = _SURROGATE.sub("\ufffd", value)
     label = None
     if options.label_field:
         raw_label = row.get(options.label_field)
         if raw_label is None or isinstance(raw_label, (dict, list)):
             return Skip(where, "no label", f"no scalar field {options.label_field!r}")
         label = str(raw_label)
+    if line is None and _SURROGATE.search(f"{value}{label}"):  # json reads "\ud800" alone
+        if options.encoding_errors != "replace":
+            return Skip(where, "not UTF-8", _SURROGATE_DETAIL)
+        value = _SURROGATE.sub("\ufffd", value)
+        label = label if label is None else _SURROGATE.sub("\ufffd", label)
     return Document(where, value, label, line is not None and _plain_json(value, line))
 
 
