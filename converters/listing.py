@@ -79,6 +79,10 @@ def walk_source(
                 kind = "folder" if entry.is_dir() else "file"
                 skips.append(Skip(rel, "hidden", f"hidden {kind} ignored"))
                 continue
+            if not _utf8(entry.name):  # ids, labels and the manifest name it in UTF-8
+                shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                skips.append(Skip(shown, "name not UTF-8", "rename it to read it"))
+                continue
             try:
                 st = os.stat(entry.path)  # follows symlinks
             except FileNotFoundError:
@@ -135,6 +139,15 @@ def _walk_remote(
         else:
             files.append(SourceFile(rel, storage.join(src, rel), size, mtime_ns))
     return files, skips
+
+
+def _utf8(name: str) -> bool:
+    """Whether a file name (as os gives it: undecodable bytes as surrogates) is UTF-8."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def fingerprint_files(files: Iterable[SourceFile], *extra: bytes) -> str:

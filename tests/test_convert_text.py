@@ -868,3 +868,30 @@ def test_lines_only_pythons_json_reads_are_skipped_or_replaced(tmp_path: Path, e
     expected = {"malformed JSON": 1} | ({"not UTF-8": 1} if errors == "skip" else {})
     assert report.skipped_by_reason == expected
     assert report.num_examples == (2 if errors == "skip" else 3)
+
+
+def test_files_whose_names_are_not_utf8_are_skipped_with_their_reason(tmp_path: Path) -> None:
+    """A file or folder whose name is not UTF-8 (Linux allows any bytes) is skipped, named
+    with U+FFFD where its bytes were, not a UnicodeEncodeError when planning (its name goes
+    into ids, labels and the manifest); the rest converts."""
+    import os
+
+    from feedgpu.converters.listing import walk_source
+
+    (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a"]))
+    src = tmp_path / "src"
+    (src / "ok").mkdir(parents=True)
+    (src / "ok" / "a.jsonl").write_text('{"text": "a a"}\n')
+    os.mkdir(os.path.join(os.fsencode(src), b"class\xff"))
+    for name in (b"bad\xfe.jsonl", b"class\xff/c.jsonl"):
+        with open(os.path.join(os.fsencode(src), name), "w") as f:
+            f.write('{"text": "a"}\n')
+    files, skips = walk_source(str(src), lambda name: name.endswith(".jsonl"), "not text")
+    assert [f.rel for f in files] == ["ok/a.jsonl"]
+    assert sorted((s.path, s.reason) for s in skips) == [
+        ("bad\ufffd.jsonl", "name not UTF-8"),
+        ("class\ufffd", "name not UTF-8"),
+    ]
+    options = TextOptions(tokenizer=str(tmp_path / "vocab.txt"))
+    report = convert_text(str(src), str(tmp_path / "out"), options, quiet=True, allow_skips=True)
+    assert report.num_examples == 1 and report.skipped_by_reason == {"name not UTF-8": 2}
