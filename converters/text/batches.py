@@ -195,9 +195,11 @@ def _parse_left(
 
     def parse(part: list[int]) -> None:
         picked = RawLines(raw.rel, 0, [raw.lines[start + line] for line in part])
-        found = list(parse_lines(picked, 0, len(part), read))
-        if len(found) == 1 and isinstance(found[0], DocumentBlock):  # its doc ids not these
-            kept.extend(zip(part, found[0].texts, found[0].plain, strict=True))
+        # Only its first item: a block that is not usual is read line by line from there on,
+        # which would cost each halving level every line of its part, one by one.
+        found = next(parse_lines(picked, 0, len(part), read), None)
+        if isinstance(found, DocumentBlock):  # the whole part (its doc ids are not these)
+            kept.extend(zip(part, found.texts, found.plain, strict=True))
         elif len(part) > LEFT_RUN:
             parse(part[: len(part) // 2])
             parse(part[len(part) // 2 :])
