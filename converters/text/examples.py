@@ -93,12 +93,12 @@ class ExampleBuilder:
         if not len(lengths):
             empty = np.zeros(0, np.int64)
             return BuiltExamples([], blocks, empty, empty, empty)
+        ends = np.cumsum(lengths)
+        starts = ends - lengths  # where each document's own ids begin
         unknown = np.zeros(len(lengths), np.int64)
         if self.unk_id is not None:  # each hit's document, by where it falls among the ends
             hits = np.flatnonzero(values == self.unk_id)
-            owner = np.searchsorted(np.cumsum(lengths), hits, side="right")
-            unknown = np.bincount(owner, minlength=len(lengths))
-        starts = np.cumsum(lengths) - lengths  # where each document's own ids begin
+            unknown = np.bincount(np.searchsorted(ends, hits, side="right"), minlength=len(ends))
         if blocks.order is not None:  # documents of each split together
             starts, lengths, kept, unknown = (
                 starts[blocks.order],

@@ -14,7 +14,6 @@ Where the step is not built, or FEEDGPU_NO_NATIVE=1 is set, tensorflow-text take
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
@@ -63,17 +62,25 @@ class PlainWordPiece:
         pass without the GIL: their ids concatenated, each one's count, and which lines they
         are; then which lines are left to the caller (any other line but a blank one, and
         texts holding a character of triggers). All int64 numpy."""
-        import numpy as np
-
-        stop = "".join(c for c in triggers if c.isascii()).encode()
-        found = self._module.lines(self._vocab, lines, field.encode(), stop)
-        return tuple(np.frombuffer(part, np.int64) for part in found)  # type: ignore[return-value]
+        found = self.lines_of(field, triggers)
+        if found is None:
+            raise ValueError(f"text field {field!r} is not UTF-8")
+        return found(lines)
 
     def lines_of(self, field: str, triggers: str) -> LineIds | None:
-        """`lines` for one text field and one set of triggers; None for a field no line can
-        name as UTF-8 (a surrogate from undecodable arguments): Python's path reads those."""
+        """`lines` for one text field and one set of triggers, encoded once for every batch;
+        None for a field no line can name as UTF-8 (a surrogate from undecodable arguments):
+        Python's path reads those."""
+        import numpy as np
+
         try:
-            field.encode()
+            name = field.encode()
         except UnicodeEncodeError:
             return None
-        return functools.partial(self.lines, field=field, triggers=triggers)
+        stop = "".join(c for c in triggers if c.isascii()).encode()
+
+        def ids(lines: list[bytes]) -> tuple[Any, Any, Any, Any]:
+            found = self._module.lines(self._vocab, lines, name, stop)
+            return tuple(np.frombuffer(part, np.int64) for part in found)  # type: ignore[return-value]
+
+        return ids
