@@ -250,6 +250,10 @@ def test_records_step_writes_the_graphs_bytes(
     sizes[::17] = 0
     ids = rng.integers(0, 2**62, int(sizes.sum())) >> rng.integers(0, 62, int(sizes.sum()))
     ids[::97] = -rng.integers(1, 2**40, len(ids[::97]))
+    # Each varint width's edges, a vocabulary's one and two bytes most (written without a
+    # branch on their size), at every position of a document.
+    edges = [0, 127, 128, 16383, 16384, 2**21 - 1, 2**21, 2**63 - 1, -1]
+    ids[5 : 5 + 20 * len(edges)] = np.repeat(edges, 20)
     doc_ids = [f"dir/é-{i}.jsonl:{i * 7919}" + "x" * int(rng.integers(0, 200)) for i in range(300)]
     labels = rng.integers(0, 2**35, 300).tolist() if labelled else None
     per_record = None
@@ -474,6 +478,42 @@ def test_json_lines_step_takes_only_certain_plain_lines(module: Any, tmp_path: P
     assert left.tolist() == [i for i in range(len(docs)) if i not in kept]
     expected = [hf.encode(docs[i], add_special_tokens=False).ids for i in kept]
     assert _per_text(values, lengths) == expected
+
+
+def test_json_lines_step_finds_each_stop_at_every_offset(module: Any) -> None:
+    """The string scan (sixteen bytes a step where the CPU has SSE2, then byte by byte) stops
+    at a quote, an escape, a control character or a non-ASCII byte wherever it sits in a
+    long text or key: at each offset over several steps, a line is taken exactly when its
+    document is certain and plain, with HF's ids of the text Python reads."""
+    rng = random.Random(12)
+    vocab = _vocab(rng, 600)
+    hf = _hf(vocab, lowercase=True)
+    step = _step(module, vocab, hf, lowercase=True)
+    # A stop as written in a JSON string: (in a text, in a key) whether the line is taken.
+    # Escapes decode to plain text, but a key with one is never compared; a raw control
+    # character is not JSON; non-ASCII is not certain here; DEL is JSON but not plain text.
+    stops = {
+        b'\\"': (True, False),
+        b"\\\\": (True, False),
+        b"\\n": (True, False),
+        b"\x01": (False, False),
+        b"\t": (False, False),
+        b"\xc3\xa9": (False, False),
+        b"\x7f": (False, True),
+    }
+    lines, taken = [], []
+    for stop, (in_text, in_key) in stops.items():
+        for at in range(50):
+            body = b"a" * at + stop + b" b" * 20
+            lines += [b'{"text": "' + body + b'"}', b'{"k' + body + b'": 1, "text": "xy"}']
+            taken += [in_text, in_key]
+    values, lengths, took, left = step.lines(lines, "text", "")
+    assert took.tolist() == [i for i, t in enumerate(taken) if t]
+    assert left.tolist() == [i for i, t in enumerate(taken) if not t]
+    texts = [json.loads(lines[i])["text"] for i in took.tolist()]
+    assert _per_text(values, lengths) == [
+        e.ids for e in hf.encode_batch(texts, add_special_tokens=False)
+    ]
 
 
 def test_json_lines_step_holds_ids_for_texts_not_lines(module: Any) -> None:
