@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from pathlib import Path
 
@@ -621,8 +622,8 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
         if step is None:
             return None
 
-        def ids(lines):
-            values, lengths, taken, left = step(lines)
+        def ids(data, ends):
+            values, lengths, taken, left = step(data, ends)
             count(len(taken))
             return (values + 1) % len(vocab), lengths, taken, left
 
@@ -705,6 +706,7 @@ def test_blocks_of_json_lines_are_the_same_documents_as_line_by_line(
     import random
 
     from feedgpu.converters.listing import SourceFile
+    from feedgpu.converters.text import raw_lines
     from feedgpu.converters.text import sources as text_sources
 
     rng = random.Random(3)
@@ -718,12 +720,12 @@ def test_blocks_of_json_lines_are_the_same_documents_as_line_by_line(
     (tmp_path / "a.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     source = SourceFile("a.jsonl", str(tmp_path / "a.jsonl"), 0, 0)
     options = text_sources.ReadOptions()
-    monkeypatch.setattr(text_sources, "BLOCK_LINES", 16)  # many blocks, some unusual
+    monkeypatch.setattr(raw_lines, "BLOCK_LINES", 16)  # many blocks, some unusual
     expected = list(text_sources.iter_documents(source, options))
     found, blocks = [], 0
     for raw in text_sources.iter_blocks(source, options):
         assert isinstance(raw, text_sources.RawLines)
-        for item in text_sources.parse_lines(raw, 0, len(raw.lines), options):
+        for item in text_sources.parse_lines(raw, 0, len(raw), options):
             if isinstance(item, text_sources.DocumentBlock):
                 blocks += 1
                 found += item.documents()
@@ -738,24 +740,34 @@ def test_blocks_of_json_lines_are_the_same_documents_as_line_by_line(
 
 def test_blocks_of_long_lines_stay_within_their_byte_budget(monkeypatch, tmp_path: Path) -> None:
     """A block holds a few long lines, not thousands: reading stays streamed for books too,
-    from a local file (`readlines`) and from a stream of lines (a remote file's)."""
+    from a local file (read in blocks of bytes) and from a stream of lines (a remote
+    file's); a line longer than a read waits for its end, and the last needs no newline."""
+    from feedgpu.converters.listing import SourceFile
+    from feedgpu.converters.text import raw_lines
     from feedgpu.converters.text import sources as text_sources
 
-    monkeypatch.setattr(text_sources, "BLOCK_BYTES", 5000)
-    monkeypatch.setattr(text_sources, "BLOCK_LINES", 1000)
+    monkeypatch.setattr(raw_lines, "BLOCK_BYTES", 5000)
+    monkeypatch.setattr(raw_lines, "BLOCK_LINES", 1000)
     local = tmp_path / "book.jsonl"
-    local.write_bytes(b"".join([b"x" * 999 + b"\n"] * 100 + [b"short\n"] * 3000))
-    read = list(text_sources._line_blocks(str(local)))
-    assert sum(map(len, read)) == 3100 and max(map(len, read)) <= 1000
-    assert all(sum(map(len, block)) <= 5000 + 1000 for block in read)  # one line over at most
+    lines = [b"x" * 999 + b"\n"] * 100 + [b"short\n"] * 3000 + [b"y" * 12000 + b"\n", b"end"]
+    local.write_bytes(b"".join(lines))
+    read = list(text_sources._raw_lines(SourceFile("book.jsonl", str(local), 0, 0)))
+    assert [line for block in read for line in block.lines()] == lines
+    assert [block.number for block in read] == list(
+        itertools.accumulate([len(block) for block in read[:-1]], initial=1)
+    )
+    assert max(map(len, read)) <= 1000
+    for block in read:  # one line over at most, but for the line longer than a read
+        size = int(block.ends[-1] - block.ends[0])
+        assert size <= 5000 + 1000 or (len(block) == 1 and size == 12001), size
     lines = iter([b"%04d" % i + b"x" * 996 for i in range(100)] + [b"short"] * 3000)
     blocks = []
-    while block := text_sources._take_block(lines):
+    while block := raw_lines.take_block(lines):
         blocks.append(block)
     assert [line[:4] for b in blocks for line in b][:100] == [b"%04d" % i for i in range(100)]
     assert sum(map(len, blocks)) == 3100
     assert all(sum(map(len, b)) <= 5000 for b in blocks[:20])  # the 1,000-byte lines
-    assert max(map(len, blocks)) <= text_sources.BLOCK_LINES
+    assert max(map(len, blocks)) <= raw_lines.BLOCK_LINES
 
 
 def test_documents_marked_plain_are_exactly_the_ones_the_fast_path_gets_right(

@@ -516,10 +516,30 @@ def test_json_lines_step_finds_each_stop_at_every_offset(module: Any) -> None:
     ]
 
 
+def test_json_lines_step_refuses_bounds_outside_its_bytes(module: Any) -> None:
+    """Lines' bounds past the bytes, falling, negative, not int64, or none at all: a clear
+    ValueError, never a read outside the data; no lines at all: nothing."""
+    rng = random.Random(13)
+    vocab = _vocab(rng, 100)
+    ids = _step(module, vocab, _hf(vocab, lowercase=True), lowercase=True).lines_of("text", "")
+    assert ids is not None
+    data = b'{"text": "a"}\n{"text": "b"}\n'
+    assert [part.tolist() for part in ids(data, np.array([0, 14, 28]))][2:] == [[0, 1], []]
+    assert [len(part) for part in ids(data, np.array([28]))] == [0, 0, 0, 0]
+    falling = "not rising within the data"
+    for bad, why in (([0, 29], falling), ([14, 0], falling), ([-1, 14], falling), ([], "int64")):
+        with pytest.raises(ValueError, match=why):
+            ids(data, np.array(bad, np.int64))
+    with pytest.raises(ValueError, match="int64"):
+        ids(data, np.array([0, 14], np.float64))
+
+
 def test_json_lines_step_holds_ids_for_texts_not_lines(module: Any) -> None:
     """The step's ids take room for the texts it tokenizes, not for whole lines: a line of
     20 MB of metadata and a short text, or a 20 MB line it leaves, costs it no 160 MB."""
     import tracemalloc
+
+    from feedgpu.converters.text.raw_lines import joined
 
     rng = random.Random(11)
     vocab = _vocab(rng, 600)
@@ -529,9 +549,11 @@ def test_json_lines_step_holds_ids_for_texts_not_lines(module: Any) -> None:
         b'{"meta": "' + meta + b'", "text": "short"}\n',
         b'{"text": "caf\xc3\xa9 ' + meta + b'"}',
     ]
+    ids, (data, ends) = step.lines_of("text", ""), joined(lines)  # as a conversion reads them
+    assert ids is not None
     tracemalloc.start()
     try:
-        _, lengths, taken, left = step.lines(lines, "text", "")
+        _, lengths, taken, left = ids(data, ends)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

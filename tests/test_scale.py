@@ -324,7 +324,7 @@ def test_blocks_from_disk_and_gfile_are_the_same_bytes(tmp_path: Path, monkeypat
     import tensorflow as tf
 
     from feedgpu.converters.text import batches as text_batches
-    from feedgpu.converters.text import sources as text_sources
+    from feedgpu.converters.text import raw_lines
 
     rng = random.Random(4)
     words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
@@ -341,8 +341,8 @@ def test_blocks_from_disk_and_gfile_are_the_same_bytes(tmp_path: Path, monkeypat
     for path in src.iterdir():
         with tf.io.gfile.GFile(f"{remote}/{path.name}", "wb") as f:
             f.write(path.read_bytes())
-    monkeypatch.setattr(text_sources, "BLOCK_LINES", 37)
-    monkeypatch.setattr(text_sources, "BLOCK_BYTES", 2000)
+    monkeypatch.setattr(raw_lines, "BLOCK_LINES", 37)
+    monkeypatch.setattr(raw_lines, "BLOCK_BYTES", 2000)
     monkeypatch.setattr(text_batches, "BATCH_DOCS", 64)
     monkeypatch.setattr(text_batches, "BATCH_CHARS", 5000)
     options = feedgpu.TextOptions(

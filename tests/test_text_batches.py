@@ -9,7 +9,7 @@ from pathlib import Path
 
 from feedgpu.converters.listing import SourceFile
 from feedgpu.converters.text import batches as text_batches
-from feedgpu.converters.text import sources as text_sources
+from feedgpu.converters.text import raw_lines
 from feedgpu.converters.text.batches import Labels, iter_batches
 from feedgpu.converters.text.options import TextSource
 
@@ -30,8 +30,8 @@ def test_batches_fill_by_lines_or_bytes_whatever_the_blocks_and_keep_every_docum
     labels = Labels({"train": 1.0}, {})
     cuts = []
     for block_lines, block_bytes in ((16, 1500), (8192, 1 << 20)):  # however the lines are read
-        monkeypatch.setattr(text_sources, "BLOCK_LINES", block_lines)
-        monkeypatch.setattr(text_sources, "BLOCK_BYTES", block_bytes)
+        monkeypatch.setattr(raw_lines, "BLOCK_LINES", block_lines)
+        monkeypatch.setattr(raw_lines, "BLOCK_BYTES", block_bytes)
         batches = list(iter_batches([source], text_batches.ReadOptions(), labels, skips, False))
         cuts.append([batch.lines for batch in batches])
     assert cuts[0] == cuts[1]  # the batches are cut from the lines alone

@@ -56,28 +56,38 @@ static Py_ssize_t text_of_line(const Vocab *v, const Found *f, const unsigned ch
 }
 
 PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
-    PyObject *capsule, *given;
+    PyObject *capsule, *data_obj, *ends_obj;
     const char *field, *triggers;
     Py_ssize_t field_len, trigger_count;
-    if (!PyArg_ParseTuple(args, "OOy#y#", &capsule, &given, &field, &field_len, &triggers,
-                          &trigger_count))
+    if (!PyArg_ParseTuple(args, "OOOy#y#", &capsule, &data_obj, &ends_obj, &field, &field_len,
+                          &triggers, &trigger_count))
         return NULL;
     const Vocab *v = PyCapsule_GetPointer(capsule, CAPSULE);
     if (!v) return NULL;
-    PyObject *held = PySequence_Tuple(given); /* each line held while the GIL is released */
-    if (!held) return NULL;
-    Py_ssize_t count = PyTuple_GET_SIZE(held), texts = 0, longest = 0;
+    /* The buffers are held (and their objects alive) while the GIL is released. */
+    Py_buffer data = {0}, bounds = {0};
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
+    Py_ssize_t count = 0, texts = 0, longest = 0;
     PyObject *values = NULL, *lengths = NULL, *taken = NULL, *odd = NULL, *result = NULL;
     unsigned char *buf = NULL, stop[257] = {0};
     Found *found = NULL;
-    for (Py_ssize_t k = 0, n = 0; k < trigger_count; k++)
-        if (triggers[k] && !memchr(stop, triggers[k], n)) stop[n++] = (unsigned char)triggers[k];
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (!PyBytes_Check(PyTuple_GET_ITEM(held, i))) {
-            PyErr_SetString(PyExc_TypeError, "lines must be bytes");
+    if (PyObject_GetBuffer(ends_obj, &bounds, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
+    const char *format = bounds.format ? bounds.format : "B";
+    char kind = format[0] && strchr("@=<", format[0]) ? format[1] : format[0];
+    if (bounds.itemsize != 8 || (kind != 'l' && kind != 'q') || bounds.len < 8) {
+        PyErr_SetString(PyExc_ValueError, "ends: int64 values, one more than the lines");
+        goto done;
+    }
+    const int64_t *ends = bounds.buf;
+    count = bounds.len / 8 - 1;
+    for (Py_ssize_t i = 0; i <= count; i++) { /* checked here: no line read past the data */
+        if ((i ? ends[i] < ends[i - 1] : ends[i] < 0) || ends[i] > data.len) {
+            PyErr_SetString(PyExc_ValueError, "ends: not rising within the data");
             goto done;
         }
     }
+    for (Py_ssize_t k = 0, n = 0; k < trigger_count; k++)
+        if (triggers[k] && !memchr(stop, triggers[k], n)) stop[n++] = (unsigned char)triggers[k];
     found = PyMem_Malloc(sizeof(Found) * (count + 1));
     if (!found) {
         PyErr_NoMemory();
@@ -87,9 +97,8 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
      * whole lines: a line of huge metadata, or one left to the caller, costs no ids. */
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *line = PyTuple_GET_ITEM(held, i);
-        cursor p = (cursor)PyBytes_AS_STRING(line);
-        find_text(p, p + PyBytes_GET_SIZE(line), field, (size_t)field_len, &found[i]);
+        cursor p = (cursor)data.buf;
+        find_text(p + ends[i], p + ends[i + 1], field, (size_t)field_len, &found[i]);
         if (found[i].state == TEXT) {
             texts += found[i].len;
             if (found[i].len > longest) longest = found[i].len;
@@ -137,6 +146,7 @@ done:
     Py_XDECREF(lengths);
     Py_XDECREF(taken);
     Py_XDECREF(odd);
-    Py_DECREF(held);
+    if (bounds.obj) PyBuffer_Release(&bounds);
+    PyBuffer_Release(&data);
     return result;
 }

@@ -354,8 +354,9 @@ static PyMethodDef methods[] = {
      "bytes: int64 (text, start, end, position) of each chunk between ASCII whitespace that "
      "is not plain, left out of the ids and the counts, for the caller)."},
     {"lines", feedgpu_lines, METH_VARARGS,
-     "lines(vocabulary, lines, field, triggers) -> (int64 ids, int64 counts, int64 indexes of "
-     "the lines so tokenized, int64 indexes of the lines left to the caller; all as bytes): "
+     "lines(vocabulary, data, ends, field, triggers) -> (int64 ids, int64 counts, int64 indexes "
+     "of the lines so tokenized, int64 indexes of the lines left to the caller; all as bytes): "
+     "line i is data[ends[i]:ends[i + 1]] (data bytes-like, ends an int64 buffer); "
      "JSON lines whose document is certain and plain (_json_line.h) tokenized, in order; "
      "blank lines in neither; a text holding a byte of triggers left to the caller."},
     {NULL, NULL, 0, NULL},

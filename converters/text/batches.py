@@ -1,6 +1,6 @@
 """A chunk's documents in batches of columns, for the tokenizer threads.
 
-An unlabelled JSONL file's lines (`sources.RawLines`) join a batch as read, and the tokenizer
+An unlabelled JSONL file's lines (`raw_lines.RawLines`) join a batch as read, and the tokenizer
 thread that takes the batch parses them; other documents join one by one, read and parsed here,
 each given its split and label index, or skipped with a reason. A batch is one kind or the
 other, and its cuts depend on the lines only, never on thread counts.
@@ -8,7 +8,6 @@ other, and its cuts depend on the lines only, never on thread counts.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -17,10 +16,10 @@ from feedgpu.convert.plan import Skip
 from feedgpu.converters.listing import check_strict, hash_split
 from feedgpu.converters.text.native import native_module
 from feedgpu.converters.text.plain_wordpiece import LineIds
+from feedgpu.converters.text.raw_lines import RawLines
 from feedgpu.converters.text.sources import (
     Document,
     DocumentBlock,
-    RawLines,
     ReadOptions,
     iter_blocks,
     parse_lines,
@@ -76,7 +75,7 @@ class Batch:
         """Lines start..end of raw, to parse on a tokenizer thread."""
         self.raw.append((raw, start, end, split))
         self.lines += end - start
-        self.chars += raw.ends[end] - raw.ends[start]
+        self.chars += int(raw.ends[end] - raw.ends[start])
 
     def parse(
         self,
@@ -96,7 +95,7 @@ class Batch:
         todo: list[int] = []
         for raw, start, end, split in self.raw:
             if line_ids is not None:
-                ids = line_ids(raw.lines[start:end])
+                ids = line_ids(raw.data, raw.ends[start : end + 1])
                 parts.append(self._add_tokenized(raw, start, ids, split, fractions, read, todo))
                 skips += parts[-1][2]
                 check_strict(skips, strict)
@@ -194,7 +193,7 @@ def _parse_left(
     kept: list[tuple[int, str, bool]] = []
 
     def parse(part: list[int]) -> None:
-        picked = RawLines(raw.rel, 0, [raw.lines[start + line] for line in part])
+        picked = RawLines.of(raw.rel, 0, [raw.line(start + line) for line in part])
         # Only its first item: a block that is not usual is read line by line from there on,
         # which would cost each halving level every line of its part, one by one.
         found = next(parse_lines(picked, 0, len(part), read), None)
@@ -270,14 +269,14 @@ def iter_batches(
                 if len(batch):  # a batch is lines or documents, in order
                     yield batch
                     batch = Batch()
-                start, size = 0, len(found.lines)
+                start, size = 0, len(found)
                 while start < size:  # cut by the lines alone, whatever blocks they came in
                     # Up to the line that fills the batch's bytes, or its count.
-                    budget = found.ends[start] + BATCH_CHARS - batch.chars
+                    budget = int(found.ends[start]) + BATCH_CHARS - batch.chars
                     end = min(
                         size,
                         start + BATCH_DOCS - batch.lines,
-                        bisect.bisect_left(found.ends, budget, start + 1),
+                        max(start + 1, int(found.ends.searchsorted(budget))),
                     )
                     batch.add_lines(found, start, end, split)
                     start = end
@@ -290,7 +289,7 @@ def iter_batches(
                 batch = Batch()
             docs: Iterable[Document | Skip]
             if isinstance(found, RawLines):  # labelled: parsed here, document by document
-                docs = _one_by_one(parse_lines(found, 0, len(found.lines), read))
+                docs = _one_by_one(parse_lines(found, 0, len(found), read))
             else:
                 docs = (found,)
             for doc in docs:

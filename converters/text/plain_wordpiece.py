@@ -18,10 +18,11 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-# A run of JSON lines parsed and tokenized at once (`PlainWordPiece.lines`, its field and
-# triggers given): the ids of the documents it took, their counts, which lines they are, and
-# the lines it left to the caller (int64 numpy).
-LineIds = Callable[[list[bytes]], tuple[Any, Any, Any, Any]]
+# A run of JSON lines parsed and tokenized at once (`PlainWordPiece.lines_of`, its field and
+# triggers given), from bytes and their lines' bounds (line i is data[ends[i]:ends[i + 1]],
+# `raw_lines.RawLines`): the ids of the documents it took, their counts, which lines they
+# are, and the lines it left to the caller (int64 numpy).
+LineIds = Callable[[bytes, Any], tuple[Any, Any, Any, Any]]
 
 
 class PlainWordPiece:
@@ -57,15 +58,18 @@ class PlainWordPiece:
         )
 
     def lines(self, lines: list[bytes], field: str, triggers: str) -> tuple[Any, Any, Any, Any]:
-        """The documents of JSON lines that are certain and plain (`_json_line.h`: valid
+        """The documents of JSON lines (given one by one; conversions pass a block's bytes and
+        bounds to `lines_of`'s function) that are certain and plain (`_json_line.h`: valid
         ASCII JSON objects whose text field is a plain, non-blank string), tokenized in one
         pass without the GIL: their ids concatenated, each one's count, and which lines they
         are; then which lines are left to the caller (any other line but a blank one, and
         texts holding a character of triggers). All int64 numpy."""
+        from feedgpu.converters.text.raw_lines import joined
+
         found = self.lines_of(field, triggers)
         if found is None:
             raise ValueError(f"text field {field!r} is not UTF-8")
-        return found(lines)
+        return found(*joined(lines))
 
     def lines_of(self, field: str, triggers: str) -> LineIds | None:
         """`lines` for one text field and one set of triggers, encoded once for every batch;
@@ -79,8 +83,8 @@ class PlainWordPiece:
             return None
         stop = "".join(c for c in triggers if c.isascii()).encode()
 
-        def ids(lines: list[bytes]) -> tuple[Any, Any, Any, Any]:
-            found = self._module.lines(self._vocab, lines, name, stop)
+        def ids(data: bytes, ends: Any) -> tuple[Any, Any, Any, Any]:
+            found = self._module.lines(self._vocab, data, ends, name, stop)
             return tuple(np.frombuffer(part, np.int64) for part in found)  # type: ignore[return-value]
 
         return ids

@@ -7,7 +7,6 @@ reported as a `Skip` with its file and line.
 
 from __future__ import annotations
 
-import functools
 import glob
 import gzip
 import itertools
@@ -25,6 +24,8 @@ import orjson
 from feedgpu import storage
 from feedgpu.convert.plan import Skip
 from feedgpu.converters.listing import SourceFile, walk_source
+from feedgpu.converters.text import raw_lines
+from feedgpu.converters.text.raw_lines import RawLines
 from feedgpu.errors import UsageError
 
 TEXT_SUFFIXES = (".txt", ".text", ".jsonl", ".ndjson")
@@ -254,71 +255,29 @@ class DocumentBlock:
         return map(Document, self.doc_ids, self.texts, itertools.repeat(None), self.plain)
 
 
-# A block of JSON lines as read: its bytes bound what the reading thread holds at once (long
-# documents make blocks of fewer lines). Batches are cut from the lines whatever the blocks.
-BLOCK_LINES = 8192
-BLOCK_BYTES = 1 << 20
-
-
 def _raw_lines(file: SourceFile) -> Iterator[RawLines | Skip]:
-    """A JSONL file's lines in blocks, as read (a binary file: a Skip)."""
+    """A JSONL file's lines in blocks of BLOCK_LINES at most, as read (`raw_lines`): a local
+    file's by `read_blocks`, a remote one's taken from its stream of lines (a binary file: a
+    Skip)."""
     number = 1
-    for block in _line_blocks(file.path):
-        if number == 1 and b"\0" in block[0][:_BINARY_PROBE]:
+    for data, ends in _line_blocks(file.path):
+        if number == 1 and b"\0" in data[: min(ends[1], _BINARY_PROBE)]:
             yield Skip(file.rel, "binary file", "contains NUL bytes")
             return
-        yield RawLines(file.rel, number, block)
-        number += len(block)
+        for start in range(0, len(ends) - 1, raw_lines.BLOCK_LINES):
+            bounds = ends[start : start + raw_lines.BLOCK_LINES + 1]
+            yield RawLines(file.rel, number, data, bounds)
+            number += len(bounds) - 1
 
 
-def _line_blocks(path: str) -> Iterator[list[bytes]]:
-    """A file's lines, BLOCK_LINES at most and about BLOCK_BYTES a block: a local file's read
-    by `readlines` (in C for a plain file; a line at a time, the generators around it were most
-    of what the reading thread did), a remote one's taken from its stream of lines."""
+def _line_blocks(path: str) -> Iterator[tuple[bytes, Any]]:
     if storage.is_remote(path):
         lines = _open_remote(path)
-        while block := _take_block(lines):
-            yield block
+        while block := raw_lines.take_block(lines):
+            yield raw_lines.joined(block)
         return
     with _open_local(path) as f:
-        while block := f.readlines(BLOCK_BYTES):
-            for start in range(0, len(block), BLOCK_LINES):
-                yield block[start : start + BLOCK_LINES]
-
-
-def _take_block(lines: Iterator[bytes]) -> list[bytes]:
-    """The next lines of a stream (a remote file's), up to BLOCK_LINES and about BLOCK_BYTES:
-    taken in steps sized from the lines seen so far, so a block of book-length lines holds a
-    few, not thousands."""
-    block: list[bytes] = []
-    size, step = 0, 1
-    while len(block) < BLOCK_LINES and size < BLOCK_BYTES:
-        part = list(itertools.islice(lines, min(step, BLOCK_LINES - len(block))))
-        if not part:
-            break
-        block += part
-        size += sum(map(len, part))
-        step = max(1, min(1024, (BLOCK_BYTES - size) * len(block) // max(1, size)))
-    return block
-
-
-@dataclass(frozen=True)
-class RawLines:
-    """Consecutive lines of one JSONL file, as read (`_line_blocks`).
-
-    The reading thread only reads them; the tokenizer threads parse them (`parse_lines`),
-    beside the graph calls: parsing on the reading thread was what a conversion of short
-    documents waited for (benchmarks/RESULTS.md, "Issue 29").
-    """
-
-    rel: str
-    number: int  # the first line's number in its file
-    lines: list[bytes]
-
-    @functools.cached_property
-    def ends(self) -> list[int]:
-        """Bytes before each line and after the last (a 0 first): batches cut by size."""
-        return list(itertools.accumulate(map(len, self.lines), initial=0))
+        yield from raw_lines.read_blocks(f)
 
 
 def parse_lines(
@@ -327,7 +286,7 @@ def parse_lines(
     """The documents of lines start..end of raw, unlabelled: a `DocumentBlock` when every line
     is usual, else line by line as `iter_documents` reads them (a blank, malformed, non-object
     line, or one without a non-blank string text, makes a Skip or nothing)."""
-    get, block = operator.itemgetter(options.text_field), raw.lines[start:end]
+    get, block = operator.itemgetter(options.text_field), raw.lines(start, end)
     number = raw.number + start
     try:
         texts = list(map(get, map(orjson.loads, block)))

@@ -1,0 +1,106 @@
+"""A JSONL file's lines as read, in blocks: each block's bytes whole and where its lines end.
+
+The reading thread only reads (and the tokenizer threads parse, `sources.parse_lines`): it
+holds a block as one `bytes` and its line bounds (int64 numpy), not a `bytes` a line. Read by
+`readlines`, short documents' lines and the sizes counted from them were most of that
+thread's time, and every line an object made and freed (benchmarks/RESULTS.md, "Issue 29,
+seventh session").
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+# A block of JSON lines as read: its bytes bound what the reading thread holds at once (long
+# documents make blocks of fewer lines). Batches are cut from the lines whatever the blocks.
+BLOCK_LINES = 8192
+BLOCK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class RawLines:
+    """Consecutive lines of one JSONL file, as read: line i is data[ends[i]:ends[i + 1]]
+    (its newline included), the lines numbered from `number` in their file.
+
+    Attributes:
+        rel: the file, as the source lists it.
+        number: the first line's number in its file.
+        data: bytes holding the lines (blocks cut from one read share it).
+        ends: int64 numpy, the first line's start then each line's end.
+    """
+
+    rel: str
+    number: int
+    data: bytes
+    ends: Any
+
+    @classmethod
+    def of(cls, rel: str, number: int, lines: list[bytes]) -> RawLines:
+        """Lines given one by one (a selection of lines)."""
+        return cls(rel, number, *joined(lines))
+
+    def __len__(self) -> int:
+        return len(self.ends) - 1
+
+    def line(self, i: int) -> bytes:
+        return self.data[self.ends[i] : self.ends[i + 1]]
+
+    def lines(self, start: int = 0, end: int | None = None) -> list[bytes]:
+        """Lines start..end as bytes, for Python's path."""
+        bounds = self.ends[start : (len(self) if end is None else end) + 1].tolist()
+        return [self.data[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def read_blocks(f: IO[bytes]) -> Iterator[tuple[bytes, Any]]:
+    """A file's whole lines, about BLOCK_BYTES at a time: the bytes, and the lines' bounds in
+    them (`RawLines.ends`). The last line may lack its newline; a line longer than a read
+    waits for its end."""
+    parts: list[Any] = []
+    while chunk := f.read(BLOCK_BYTES):
+        cut = chunk.rfind(b"\n") + 1
+        if not cut:
+            parts.append(chunk)
+            continue
+        data = b"".join([*parts, memoryview(chunk)[:cut]]) if parts else chunk[:cut]
+        parts = [chunk[cut:]] if cut < len(chunk) else []
+        yield data, line_bounds(data)
+    if parts:
+        data = b"".join(parts)
+        yield data, line_bounds(data)
+
+
+def joined(lines: list[bytes]) -> tuple[bytes, Any]:
+    """Lines given one by one (a remote file's stream) as `read_blocks` gives them."""
+    import numpy as np
+
+    ends = np.fromiter(itertools.accumulate(map(len, lines), initial=0), np.int64)
+    return b"".join(lines), ends
+
+
+def line_bounds(data: bytes) -> Any:
+    """Where each line of data starts and the last ends, int64 numpy (lines end after b"\\n",
+    as `readlines` cuts them)."""
+    import numpy as np
+
+    newlines = np.flatnonzero(np.frombuffer(data, np.uint8) == 10) + 1
+    last = [len(data)] if not len(newlines) or newlines[-1] != len(data) else []
+    return np.concatenate([[0], newlines, last]).astype(np.int64)
+
+
+def take_block(lines: Iterator[bytes]) -> list[bytes]:
+    """The next lines of a stream (a remote file's), up to BLOCK_LINES and about BLOCK_BYTES:
+    taken in steps sized from the lines seen so far, so a block of book-length lines holds a
+    few, not thousands."""
+    block: list[bytes] = []
+    size, step = 0, 1
+    while len(block) < BLOCK_LINES and size < BLOCK_BYTES:
+        part = list(itertools.islice(lines, min(step, BLOCK_LINES - len(block))))
+        if not part:
+            break
+        block += part
+        size += sum(map(len, part))
+        step = max(1, min(1024, (BLOCK_BYTES - size) * len(block) // max(1, size)))
+    return block
