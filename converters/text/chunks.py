@@ -266,12 +266,16 @@ class TextRunner(ShardStage):
             return emitted
 
         # Tokenizing runs on worker threads (TF and HF release the GIL) while this thread reads.
-        # Two a core: each alternates Python (holding the GIL) and graph calls (TensorFlow's
-        # own threads, one a core, do the work), so with one a core those threads sat idle
-        # whenever both were in Python; more a core measured no better (benchmarks/RESULTS.md,
-        # "two threads a core").
+        # Two a core where graphs tokenize: each alternates Python (holding the GIL) and graph
+        # calls (TensorFlow's own threads, one a core, do the work), so with one a core those
+        # threads sat idle whenever both were in Python; more a core measured no better
+        # (benchmarks/RESULTS.md, "two threads a core"). One a core where feedgpu's compiled
+        # step parses and tokenizes, holding the GIL only around its calls: two a core then
+        # only took turns on the cores (3% slower on short and real-like text; "Issue 29,
+        # seventh session").
         workers = run.worker_count()
-        with ThreadPoolExecutor(2 * workers) as pool:
+        compiled = self.use_fast and self.tok.plain_step() is not None
+        with ThreadPoolExecutor((1 if compiled else 2) * workers) as pool:
             pending: list[Any] = []
 
             def submit(items: Batch) -> None:
