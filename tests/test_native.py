@@ -4,6 +4,7 @@ without them (not built, or FEEDGPU_NO_NATIVE), conversion is unchanged."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -628,6 +629,29 @@ def test_numbered_doc_ids_are_pythons(records: Any, monkeypatch: pytest.MonkeyPa
         assert got == numbered(prefix, numbers) == [f"{prefix}{n}" for n in numbers.tolist()]
         monkeypatch.delenv(NO_NATIVE_ENV)
         assert all(type(name) is str for name in got)
+
+
+def test_line_bounds_are_where_readlines_cuts(
+    records: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A block's line bounds by the step (memchr) and by numpy are where `readlines` cuts the
+    same bytes: empty, one line without its newline, blank lines, CR (not an end), and random
+    bytes around newlines."""
+    import io
+
+    from feedgpu.converters.text.raw_lines import line_bounds
+
+    rng = np.random.default_rng(14)
+    cases = [b"", b"a", b"\n", b"\n\n", b"a\r\nb\rc", b"x\ny\n"]
+    cases += [rng.choice([10, 13, 97, 0, 255], int(n)).astype(np.uint8).tobytes() for n in (9, 500)]
+    for data in cases:
+        lines = io.BytesIO(data).readlines()
+        expected = list(itertools.accumulate(map(len, lines), initial=0))
+        got = line_bounds(data)
+        monkeypatch.setenv(NO_NATIVE_ENV, "1")
+        assert got.dtype == np.int64 and got.tolist() == line_bounds(data).tolist()
+        monkeypatch.delenv(NO_NATIVE_ENV)
+        assert got.tolist() == expected, data
 
 
 @pytest.mark.parametrize("hardware", [True, False])

@@ -371,6 +371,30 @@ static PyObject *numbered(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* Where each line of data starts and the last one ends (after each b"\n", and at the end of
+ * data if its last line has none), as int64 bytes: `raw_lines.line_bounds`, by memchr. */
+static PyObject *line_ends(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*", &data)) return NULL;
+    const char *s = data.buf, *end = s + data.len;
+    Py_ssize_t count = 1; /* the first line's start */
+    Py_BEGIN_ALLOW_THREADS
+    for (const char *p = s; (p = memchr(p, '\n', end - p)); p++) count++;
+    Py_END_ALLOW_THREADS
+    int open = data.len && s[data.len - 1] != '\n';
+    PyObject *result = PyBytes_FromStringAndSize(NULL, (count + open) * (Py_ssize_t)sizeof(int64_t));
+    if (result) {
+        int64_t *out = (int64_t *)PyBytes_AS_STRING(result);
+        *out++ = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (const char *p = s; (p = memchr(p, '\n', end - p)); p++) *out++ = p + 1 - s;
+        Py_END_ALLOW_THREADS
+        if (open) *out = data.len;
+    }
+    PyBuffer_Release(&data);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"examples", examples, METH_VARARGS,
      "examples(ids, sizes, doc_ids, labels, per_record[, before, after, starts]) -> list of "
@@ -385,6 +409,9 @@ static PyMethodDef methods[] = {
      "buffer) in decimal."},
     {"frame", feedgpu_frame, METH_VARARGS,
      "frame(records) -> bytes: the records (bytes) framed as TFRecords, one after another."},
+    {"line_ends", line_ends, METH_VARARGS,
+     "line_ends(data) -> bytes: int64 offsets, 0 then each line's end (after each newline, "
+     "and the end of data if its last line has none)."},
     {"crc32c", feedgpu_crc32c, METH_VARARGS,
      "crc32c(data, hardware) -> int: CRC32C of data, by the CPU's instruction where it has one "
      "and hardware is true, else by tables (for tests of both)."},

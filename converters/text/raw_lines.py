@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
+from feedgpu.converters.text.native import native_module
+
 # A block of JSON lines as read: its bytes bound what the reading thread holds at once (long
 # documents make blocks of fewer lines). Batches are cut from the lines whatever the blocks.
 BLOCK_LINES = 8192
@@ -82,11 +84,15 @@ def joined(lines: list[bytes]) -> tuple[bytes, Any]:
 
 def line_bounds(data: bytes) -> Any:
     """Where each line of data starts and the last ends, int64 numpy (lines end after b"\\n",
-    as `readlines` cuts them)."""
+    as `readlines` cuts them). By the compiled step where built (memchr: half of numpy's
+    time, which compares and flags every byte)."""
     import numpy as np
 
+    step = native_module("_records")
+    if step is not None:
+        return np.frombuffer(step.line_ends(data), np.int64)
     newlines = np.flatnonzero(np.frombuffer(data, np.uint8) == 10) + 1
-    last = [len(data)] if not len(newlines) or newlines[-1] != len(data) else []
+    last = [len(data)] if len(data) and (not len(newlines) or newlines[-1] != len(data)) else []
     return np.concatenate([[0], newlines, last]).astype(np.int64)
 
 
