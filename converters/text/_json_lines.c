@@ -70,6 +70,7 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
     Py_ssize_t count = 0, texts = 0, longest = 0;
     PyObject *values = NULL, *lengths = NULL, *taken = NULL, *odd = NULL, *result = NULL;
     unsigned char *buf = NULL, stop[257] = {0};
+    int64_t *scratch = NULL;
     Found *found = NULL;
     if (PyObject_GetBuffer(ends_obj, &bounds, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
     const char *format = bounds.format ? bounds.format : "B";
@@ -105,16 +106,20 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
-    values = PyBytes_FromStringAndSize(NULL, (texts + 1) * (Py_ssize_t)sizeof(int64_t));
+    /* The ids go to room for one a byte, then are copied out at their size: a bytes object
+     * of that room shrunk after (as before) made glibc map fresh pages for every batch,
+     * its faults 6% of a short-document conversion (benchmarks/RESULTS.md, "Issue 29,
+     * seventh session"). */
+    scratch = PyMem_Malloc((texts + 1) * sizeof(int64_t));
     lengths = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
     taken = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
     odd = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
     buf = PyMem_Malloc(longest + 1);
-    if (!values || !lengths || !taken || !odd || !buf) {
+    if (!scratch || !lengths || !taken || !odd || !buf) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;
     }
-    int64_t *out = (int64_t *)PyBytes_AS_STRING(values);
+    int64_t *out = scratch;
     int64_t *counts = (int64_t *)PyBytes_AS_STRING(lengths);
     int64_t *docs = (int64_t *)PyBytes_AS_STRING(taken);
     int64_t *left = (int64_t *)PyBytes_AS_STRING(odd);
@@ -133,8 +138,8 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
         at += n;
     }
     Py_END_ALLOW_THREADS
-    if (_PyBytes_Resize(&values, at * (Py_ssize_t)sizeof(int64_t)) < 0 ||
-        _PyBytes_Resize(&lengths, ndocs * (Py_ssize_t)sizeof(int64_t)) < 0 ||
+    values = PyBytes_FromStringAndSize((const char *)scratch, at * (Py_ssize_t)sizeof(int64_t));
+    if (!values || _PyBytes_Resize(&lengths, ndocs * (Py_ssize_t)sizeof(int64_t)) < 0 ||
         _PyBytes_Resize(&taken, ndocs * (Py_ssize_t)sizeof(int64_t)) < 0 ||
         _PyBytes_Resize(&odd, nodd * (Py_ssize_t)sizeof(int64_t)) < 0)
         goto done;
@@ -142,6 +147,7 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
 done:
     PyMem_Free(found);
     PyMem_Free(buf);
+    PyMem_Free(scratch);
     Py_XDECREF(values);
     Py_XDECREF(lengths);
     Py_XDECREF(taken);

@@ -292,6 +292,7 @@ static PyObject *tokenize(PyObject *self, PyObject *args) {
     PyObject *values = NULL, *lengths = NULL, *found = NULL, *result = NULL;
     Holes holes = {NULL, 0, 0};
     unsigned char *buf = NULL;
+    int64_t *scratch = NULL; /* room for one id a character; the ids are copied out at size */
     int failed = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *t = PyTuple_GET_ITEM(held, i);
@@ -303,14 +304,14 @@ static PyObject *tokenize(PyObject *self, PyObject *args) {
         total += len;
         if (len > longest) longest = len;
     }
-    values = PyBytes_FromStringAndSize(NULL, (total + 1) * (Py_ssize_t)sizeof(int64_t));
+    scratch = PyMem_Malloc((total + 1) * sizeof(int64_t));
     lengths = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
     buf = PyMem_Malloc(longest + 1);
-    if (!values || !lengths || !buf) {
+    if (!scratch || !lengths || !buf) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;
     }
-    int64_t *out = (int64_t *)PyBytes_AS_STRING(values);
+    int64_t *out = scratch;
     int64_t *counts = (int64_t *)PyBytes_AS_STRING(lengths);
     Py_ssize_t at = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -333,11 +334,13 @@ static PyObject *tokenize(PyObject *self, PyObject *args) {
     found = PyBytes_FromStringAndSize((const char *)holes.quads,
                                       holes.count * 4 * (Py_ssize_t)sizeof(int64_t));
     if (!found) goto done;
-    if (_PyBytes_Resize(&values, at * (Py_ssize_t)sizeof(int64_t)) < 0) goto done;
+    values = PyBytes_FromStringAndSize((const char *)scratch, at * (Py_ssize_t)sizeof(int64_t));
+    if (!values) goto done;
     if (_PyBytes_Resize(&lengths, count * (Py_ssize_t)sizeof(int64_t)) < 0) goto done;
     result = Py_BuildValue("OOO", values, lengths, found);
 done:
     PyMem_Free(buf);
+    PyMem_Free(scratch);
     free(holes.quads);
     Py_XDECREF(values);
     Py_XDECREF(lengths);
