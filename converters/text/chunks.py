@@ -265,14 +265,11 @@ class TextRunner(ShardStage):
                 emitted += tokens
             return emitted
 
-        # Tokenizing runs on worker threads (TF and HF release the GIL) while this thread reads.
-        # Two a core where graphs tokenize: each alternates Python (holding the GIL) and graph
-        # calls (TensorFlow's own threads, one a core, do the work), so with one a core those
-        # threads sat idle whenever both were in Python; more a core measured no better
-        # (benchmarks/RESULTS.md, "two threads a core"). One a core where feedgpu's compiled
-        # step parses and tokenizes, holding the GIL only around its calls: two a core then
-        # only took turns on the cores (3% slower on short and real-like text; "Issue 29,
-        # seventh session").
+        # Tokenizing runs on worker threads (TF and HF release the GIL) while this thread reads:
+        # two a core where graphs tokenize (each alternates Python and graph calls, run by
+        # TensorFlow's own threads: RESULTS.md, "two threads a core"), one where the compiled
+        # step does, holding the GIL only around its calls (two a core only took turns on the
+        # cores, 3% slower: "Issue 29, seventh session").
         workers = run.worker_count()
         compiled = self.use_fast and self.tok.plain_step() is not None
         with ThreadPoolExecutor((1 if compiled else 2) * workers) as pool:
