@@ -173,3 +173,57 @@ def test_an_atomic_write_that_fails_leaves_no_temporary_and_names_are_the_writer
         t.join()
     assert (tmp_path / "f").read_bytes() in (b"a" * 100_000, b"b" * 100_000)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f", "taken"]
+
+
+def test_shards_of_a_stage_written_on_threads_in_order_and_cancelled_on_an_error(
+    tmp_path: Path,
+) -> None:
+    """A stage's shards (text's) are written a few at once: results in the tasks' order even
+    when a later shard finishes first, every shard whole under its name; an error in one
+    reaches the caller, the shards not begun are never written, and no temporary is left."""
+    import threading
+
+    from feedgpu.convert.commit import WORK_DIR, ShardResult
+    from feedgpu.convert.execute import ShardWriter
+    from feedgpu.convert.plan import ShardTask
+    from feedgpu.convert.run_options import RunOptions
+    from feedgpu.errors import InputError
+
+    tasks = [ShardTask("train", i, 40, f"d-train.tfrecord-{i:05d}", ()) for i in range(40)]
+    later_ended = threading.Event()  # the first shard ends after another one
+    release = threading.Event()  # with a failing first shard: the others wait for it
+    begun: list[int] = []
+
+    def body(task: ShardTask, out, progress) -> ShardResult:
+        begun.append(task.index)
+        if failing and task.index == 0:
+            threading.Timer(0.5, release.set).start()  # long after the error reached _write
+            raise InputError("a shard that cannot be written")
+        if failing:
+            assert release.wait(timeout=60)
+        elif task.index == 0:
+            assert later_ended.wait(timeout=60)
+        out.write(bytes([task.index]) * (task.index + 1))
+        later_ended.set()
+        return ShardResult(task.filename, task.split, task.index, 1, task.index + 1)
+
+    writer = ShardWriter(body, RunOptions(workers=2), None)
+    quiet = lambda items, measured: None  # noqa: E731
+    for failing in (False, True):
+        out = tmp_path / f"failing-{failing}"
+        (out / WORK_DIR).mkdir(parents=True)
+        begun.clear()
+        if not failing:
+            results = writer._write(body, str(out), tasks, quiet)
+            assert [r.index for r in results] == list(range(40))
+            for task in tasks:
+                data = (out / task.filename).read_bytes()
+                assert data == bytes([task.index]) * (task.index + 1)
+            continue
+        with pytest.raises(InputError, match="cannot be written"):
+            writer._write(body, str(out), tasks, quiet)
+        written = {p.name for p in out.iterdir() if p.name != WORK_DIR}
+        assert written == {tasks[i].filename for i in begun if i != 0}  # whole, no temporary
+        # The four writers' first shards and the failing one's next (all waiting): the rest
+        # cancelled.
+        assert len(begun) <= 5

@@ -183,7 +183,7 @@ static int json_text_field(cursor p, cursor end, const char *field, size_t field
         if (p >= end || *p != ':') return 0;
         p = json_ws(p + 1, end);
         cursor value = p;
-        if (match && *p == '"') { /* the last one given counts, as both parsers keep it */
+        if (match && p < end && *p == '"') { /* the last one given counts, as both keep it */
             if (!(p = json_string(p, end, text_escaped))) return 0;
             found = 1;
             *text = value + 1;

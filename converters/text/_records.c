@@ -44,8 +44,8 @@ static inline unsigned char *put(unsigned char *p, uint64_t v) {
 }
 
 /* ids' varints, those under 2^14 (a vocabulary's) without a branch on their size: both bytes
- * written, the second kept only when needed. It may write one byte past the last varint, into
- * room the caller has (more of the record, or the NUL a bytes object ends with). */
+ * written, the second kept only when needed. It may write one byte past the last varint: into
+ * the record's next field (its length entry always follows), written over after. */
 static unsigned char *put_ids(unsigned char *p, const int64_t *v, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) {
         uint64_t u = (uint64_t)v[i];
@@ -374,14 +374,14 @@ static PyObject *numbered(PyObject *self, PyObject *args) {
 /* Where each line of data starts and the last one ends (after each b"\n", and at the end of
  * data if its last line has none), as int64 bytes: `raw_lines.line_bounds`, by memchr. */
 static PyObject *line_ends(PyObject *self, PyObject *args) {
-    Py_buffer data;
-    if (!PyArg_ParseTuple(args, "y*", &data)) return NULL;
-    const char *s = data.buf, *end = s + data.len;
-    Py_ssize_t count = 1; /* the first line's start */
+    PyObject *given; /* bytes only: nothing can change them while the GIL is released */
+    if (!PyArg_ParseTuple(args, "S", &given)) return NULL;
+    const char *s = PyBytes_AS_STRING(given), *end = s + PyBytes_GET_SIZE(given);
+    Py_ssize_t count = 1, len = PyBytes_GET_SIZE(given); /* 1: the first line's start */
     Py_BEGIN_ALLOW_THREADS
     for (const char *p = s; (p = memchr(p, '\n', end - p)); p++) count++;
     Py_END_ALLOW_THREADS
-    int open = data.len && s[data.len - 1] != '\n';
+    int open = len && s[len - 1] != '\n';
     PyObject *result = PyBytes_FromStringAndSize(NULL, (count + open) * (Py_ssize_t)sizeof(int64_t));
     if (result) {
         int64_t *out = (int64_t *)PyBytes_AS_STRING(result);
@@ -389,9 +389,8 @@ static PyObject *line_ends(PyObject *self, PyObject *args) {
         Py_BEGIN_ALLOW_THREADS
         for (const char *p = s; (p = memchr(p, '\n', end - p)); p++) *out++ = p + 1 - s;
         Py_END_ALLOW_THREADS
-        if (open) *out = data.len;
+        if (open) *out = len;
     }
-    PyBuffer_Release(&data);
     return result;
 }
 
@@ -410,8 +409,8 @@ static PyMethodDef methods[] = {
     {"frame", feedgpu_frame, METH_VARARGS,
      "frame(records) -> bytes: the records (bytes) framed as TFRecords, one after another."},
     {"line_ends", line_ends, METH_VARARGS,
-     "line_ends(data) -> bytes: int64 offsets, 0 then each line's end (after each newline, "
-     "and the end of data if its last line has none)."},
+     "line_ends(data) -> bytes: int64 offsets into data (bytes), 0 then each line's end (after "
+     "each newline, and the end of data if its last line has none)."},
     {"crc32c", feedgpu_crc32c, METH_VARARGS,
      "crc32c(data, hardware) -> int: CRC32C of data, by the CPU's instruction where it has one "
      "and hardware is true, else by tables (for tests of both)."},

@@ -22,7 +22,7 @@ BLOCK_LINES = 8192
 BLOCK_BYTES = 1 << 20
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # no == of numpy bounds
 class RawLines:
     """Consecutive lines of one JSONL file, as read: line i is data[ends[i]:ends[i + 1]]
     (its newline included), the lines numbered from `number` in their file.

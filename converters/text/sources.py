@@ -1,8 +1,8 @@
 """Text corpora as documents: .txt (a document per file or per line), .jsonl, gzip, class folders.
 
 Reading is streamed: a file is never held in memory beyond the document being read, or a block
-of JSON lines (about BLOCK_BYTES, or one line if longer: `RawLines`). Every document is yielded or
-reported as a `Skip` with its file and line.
+of JSON lines (about `raw_lines.BLOCK_BYTES`, or one line if longer: `RawLines`). Every
+document is yielded or reported as a `Skip` with its file and line.
 """
 
 from __future__ import annotations

@@ -108,7 +108,9 @@ class ShardWriter:
             storage.sync_files([storage.join(out_dir, task.filename)])
             return result
 
-        pool = ThreadPoolExecutor(2 * self.run.worker_count(), thread_name_prefix="feedgpu-shard")
+        # Four at most: more streams of copies and flushes at once gain nothing on one disk.
+        writers = min(4, 2 * self.run.worker_count())
+        pool = ThreadPoolExecutor(writers, thread_name_prefix="feedgpu-shard")
         try:
             return list(pool.map(written, todo))
         finally:  # on an error or an interrupt, the shards not begun are not written
