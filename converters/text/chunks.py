@@ -265,14 +265,15 @@ class TextRunner(ShardStage):
                 emitted += tokens
             return emitted
 
-        # Tokenizing runs on worker threads (TF and HF release the GIL) while this thread reads:
-        # two a core where graphs tokenize (each alternates Python and graph calls, run by
-        # TensorFlow's own threads: RESULTS.md, "two threads a core"), one where the compiled
-        # step does, holding the GIL only around its calls (two a core only took turns on the
-        # cores, 3% slower: "Issue 29, seventh session").
+        # Tokenizing runs on worker threads (TF and HF release the GIL) while this thread reads.
+        # Two a core: each alternates Python (holding the GIL) and graph calls (TensorFlow's
+        # own threads, one a core, do the work), so with one a core those threads sat idle
+        # whenever both were in Python; more a core measured no better (benchmarks/RESULTS.md,
+        # "two threads a core"). One a core where the compiled step takes most lines was 3%
+        # faster there, and 6% slower on a corpus of non-ASCII text ("Issue 29, seventh
+        # session"): kept at two.
         workers = run.worker_count()
-        compiled = self.use_fast and self.tok.plain_step() is not None
-        with ThreadPoolExecutor((1 if compiled else 2) * workers) as pool:
+        with ThreadPoolExecutor(2 * workers) as pool:
             pending: list[Any] = []
 
             def submit(items: Batch) -> None:
