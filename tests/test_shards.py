@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -176,28 +177,42 @@ def test_an_atomic_write_that_fails_leaves_no_temporary_and_names_are_the_writer
 
 
 def test_shards_of_a_stage_written_on_threads_in_order_and_cancelled_on_an_error(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A stage's shards (text's) are written a few at once: results in the tasks' order even
-    when a later shard finishes first, every shard whole under its name; an error in one
-    reaches the caller, the shards not begun are never written, and no temporary is left."""
+    """A stage's shards (text's) are written by four threads at most, however many workers:
+    results in the tasks' order even when a later shard finishes first, every shard whole
+    under its name; an error in one reaches the caller, the shards not begun are never
+    written, and no temporary is left."""
     import threading
 
+    from feedgpu.convert import execute
     from feedgpu.convert.commit import WORK_DIR, ShardResult
-    from feedgpu.convert.execute import ShardWriter
     from feedgpu.convert.plan import ShardTask
     from feedgpu.convert.run_options import RunOptions
     from feedgpu.errors import InputError
 
     tasks = [ShardTask("train", i, 40, f"d-train.tfrecord-{i:05d}", ()) for i in range(40)]
     later_ended = threading.Event()  # the first shard ends after another one
-    release = threading.Event()  # with a failing first shard: the others wait for it
+    release = threading.Event()  # with a failing first shard: the others wait for its end
     begun: list[int] = []
+    pools: list[int] = []
+
+    class Watched(execute.ThreadPoolExecutor):
+        """The writers' pool: its size kept; the waiting shards released only once the
+        error has reached the writer and the shards not begun are cancelled."""
+
+        def __init__(self, workers: int, **options: Any) -> None:
+            pools.append(workers)
+            super().__init__(workers, **options)
+
+        def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+            super().shutdown(wait=False, cancel_futures=cancel_futures)
+            release.set()
+            super().shutdown(wait=wait)
 
     def body(task: ShardTask, out, progress) -> ShardResult:
         begun.append(task.index)
         if failing and task.index == 0:
-            threading.Timer(0.5, release.set).start()  # long after the error reached _write
             raise InputError("a shard that cannot be written")
         if failing:
             assert release.wait(timeout=60)
@@ -207,12 +222,14 @@ def test_shards_of_a_stage_written_on_threads_in_order_and_cancelled_on_an_error
         later_ended.set()
         return ShardResult(task.filename, task.split, task.index, 1, task.index + 1)
 
-    writer = ShardWriter(body, RunOptions(workers=2), None)
+    monkeypatch.setattr(execute, "ThreadPoolExecutor", Watched)
+    writer = execute.ShardWriter(body, RunOptions(workers=8), None)
     quiet = lambda items, measured: None  # noqa: E731
     for failing in (False, True):
         out = tmp_path / f"failing-{failing}"
         (out / WORK_DIR).mkdir(parents=True)
         begun.clear()
+        release.clear()  # set by the first run's shutdown
         if not failing:
             results = writer._write(body, str(out), tasks, quiet)
             assert [r.index for r in results] == list(range(40))
@@ -227,3 +244,4 @@ def test_shards_of_a_stage_written_on_threads_in_order_and_cancelled_on_an_error
         # The four writers' first shards and the failing one's next (all waiting): the rest
         # cancelled.
         assert len(begun) <= 5
+    assert pools == [4, 4]

@@ -45,7 +45,7 @@ static inline unsigned char *put(unsigned char *p, uint64_t v) {
 
 /* ids' varints, those under 2^14 (a vocabulary's) without a branch on their size: both bytes
  * written, the second kept only when needed. It may write one byte past the last varint: into
- * the record's next field (its length entry always follows), written over after. */
+ * the record's next field (label or length: one always follows), written over after. */
 static unsigned char *put_ids(unsigned char *p, const int64_t *v, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) {
         uint64_t u = (uint64_t)v[i];

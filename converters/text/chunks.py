@@ -270,7 +270,7 @@ class TextRunner(ShardStage):
         # own threads, one a core, do the work), so with one a core those threads sat idle
         # whenever both were in Python; more a core measured no better (benchmarks/RESULTS.md,
         # "two threads a core"). One a core where the compiled step takes most lines was 3%
-        # faster there, and 6% slower on a corpus of non-ASCII text ("Issue 29, seventh
+        # faster there, and 5% slower on a corpus of non-ASCII text ("Issue 29, seventh
         # session"): kept at two.
         workers = run.worker_count()
         with ThreadPoolExecutor(2 * workers) as pool:
