@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "_int64s.h"
 #include "_json_line.h"
 
 void feedgpu_json_init(void) { json_stop_init(); }
@@ -72,15 +73,12 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
     unsigned char *buf = NULL, stop[257] = {0};
     int64_t *scratch = NULL;
     Found *found = NULL;
-    if (PyObject_GetBuffer(ends_obj, &bounds, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
-    const char *format = bounds.format ? bounds.format : "B";
-    char kind = format[0] && strchr("@=<", format[0]) ? format[1] : format[0];
-    if (bounds.itemsize != 8 || (kind != 'l' && kind != 'q') || bounds.len < 8) {
+    if (int64s(ends_obj, &bounds, &count) < 0) goto done;
+    if (count-- < 1) {
         PyErr_SetString(PyExc_ValueError, "ends: int64 values, one more than the lines");
         goto done;
     }
     const int64_t *ends = bounds.buf;
-    count = bounds.len / 8 - 1;
     for (Py_ssize_t i = 0; i <= count; i++) { /* checked here: no line read past the data */
         if ((i ? ends[i] < ends[i - 1] : ends[i] < 0) || ends[i] > data.len) {
             PyErr_SetString(PyExc_ValueError, "ends: not rising within the data");

@@ -15,6 +15,8 @@
  */
 #include "_records.h" /* Python.h first */
 
+#include "_int64s.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -187,20 +189,6 @@ static void write_record(const Job *job, Py_ssize_t r) {
     int64_feature(o, job->sizes + d0, d1 - d0, p->len_values);
 }
 
-/* A C-contiguous buffer of signed 64-bit integers (an int64 numpy array). */
-static int int64s(PyObject *obj, Py_buffer *view, Py_ssize_t *count) {
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
-    const char *format = view->format ? view->format : "B";
-    char kind = format[0] && strchr("@=<", format[0]) ? format[1] : format[0];
-    if (view->itemsize != 8 || (kind != 'l' && kind != 'q')) {
-        PyBuffer_Release(view);
-        PyErr_SetString(PyExc_ValueError, "expected int64 values");
-        return -1;
-    }
-    *count = view->len / 8;
-    return 0;
-}
-
 static PyObject *examples(PyObject *self, PyObject *args) {
     PyObject *ids_obj, *sizes_obj, *names_obj, *labels_obj, *blocks_obj;
     PyObject *before_obj = Py_None, *after_obj = Py_None, *starts_obj = Py_None;
@@ -211,7 +199,7 @@ static PyObject *examples(PyObject *self, PyObject *args) {
     Py_buffer before = {0}, after = {0}, starts = {0};
     PyObject *held = NULL, *result = NULL;
     Job job = {0};
-    Py_ssize_t id_count, n;
+    Py_ssize_t id_count, n = 0;
     if (int64s(ids_obj, &ids, &id_count) < 0) return NULL;
     if (int64s(sizes_obj, &sizes, &job.docs) < 0) goto done;
     if (labels_obj != Py_None && int64s(labels_obj, &labels, &n) < 0) goto done;
