@@ -96,6 +96,15 @@ def _filled(hf: Tokenizer, texts: list[str], values: Any, lengths: Any, holes: A
     return _per_text(values, lengths)
 
 
+def _lines(step: PlainWordPiece, lines: list[bytes], field: str, triggers: str) -> Any:
+    """The JSON-lines step on lines given one by one, as a conversion's block of them."""
+    from feedgpu.converters.text.raw_lines import joined
+
+    ids = step.lines_of(field, triggers)
+    assert ids is not None
+    return ids(*joined(lines))
+
+
 def _per_text(values: Any, lengths: Any) -> list[list[int]]:
     ends = np.cumsum(lengths)
     return [values[e - n : e].tolist() for e, n in zip(ends, lengths, strict=True)]
@@ -461,7 +470,7 @@ def test_json_lines_step_takes_only_certain_plain_lines(module: Any, tmp_path: P
     vocab = _vocab(rng, 600)
     hf = _hf(vocab, lowercase=True)
     step = _step(module, vocab, hf, lowercase=True)
-    values, lengths, taken, left = step.lines(_TAKEN_LINES, "text", "[")
+    values, lengths, taken, left = _lines(step, _TAKEN_LINES, "text", "[")
     assert taken.tolist() == _TAKEN
     blank = [i for i, line in enumerate(_TAKEN_LINES) if not line.strip()]
     assert left.tolist() == [i for i in range(len(_TAKEN_LINES)) if i not in _TAKEN + blank]
@@ -473,7 +482,7 @@ def test_json_lines_step_takes_only_certain_plain_lines(module: Any, tmp_path: P
     # Another field, and random plain texts written by json.dumps with and without escapes.
     docs = _texts(rng, vocab, 300)
     lines = [json.dumps({"body": t, "n": i}).encode() + b"\n" for i, t in enumerate(docs)]
-    values, lengths, taken, left = step.lines(lines, "body", "")
+    values, lengths, taken, left = _lines(step, lines, "body", "")
     kept = [i for i, t in enumerate(docs) if t.strip()]
     assert taken.tolist() == kept
     assert left.tolist() == [i for i in range(len(docs)) if i not in kept]
@@ -508,7 +517,7 @@ def test_json_lines_step_finds_each_stop_at_every_offset(module: Any) -> None:
             body = b"a" * at + stop + b" b" * 20
             lines += [b'{"text": "' + body + b'"}', b'{"k' + body + b'": 1, "text": "xy"}']
             taken += [in_text, in_key]
-    values, lengths, took, left = step.lines(lines, "text", "")
+    values, lengths, took, left = _lines(step, lines, "text", "")
     assert took.tolist() == [i for i, t in enumerate(taken) if t]
     assert left.tolist() == [i for i, t in enumerate(taken) if not t]
     texts = [json.loads(lines[i])["text"] for i in took.tolist()]

@@ -1,4 +1,4 @@
-/* JSON lines parsed and tokenized at once (`PlainWordPiece.lines`): a line whose document is
+/* JSON lines parsed and tokenized at once (`PlainWordPiece.lines_of`): a line whose document is
  * certain and plain (_json_line.h) becomes ids straight from its bytes, without the GIL, with
  * no dict, str or anything per document in Python; every other line is left to the caller's
  * Python path (benchmarks/RESULTS.md, "Issue 29, sixth session"). */

@@ -57,24 +57,16 @@ class PlainWordPiece:
             np.frombuffer(holes, np.int64).reshape(-1, 4),
         )
 
-    def lines(self, lines: list[bytes], field: str, triggers: str) -> tuple[Any, Any, Any, Any]:
-        """The documents of JSON lines (given one by one; conversions pass a block's bytes and
-        bounds to `lines_of`'s function) that are certain and plain (`_json_line.h`: valid
-        ASCII JSON objects whose text field is a plain, non-blank string), tokenized in one
-        pass without the GIL: their ids concatenated, each one's count, and which lines they
-        are; then which lines are left to the caller (any other line but a blank one, and
-        texts holding a character of triggers). All int64 numpy."""
-        from feedgpu.converters.text.raw_lines import joined
-
-        found = self.lines_of(field, triggers)
-        if found is None:
-            raise ValueError(f"text field {field!r} is not UTF-8")
-        return found(*joined(lines))
-
     def lines_of(self, field: str, triggers: str) -> LineIds | None:
-        """`lines` for one text field and one set of triggers, encoded once for every batch;
-        None for a field no line can name as UTF-8 (a surrogate from undecodable arguments):
-        Python's path reads those."""
+        """JSON lines parsed and tokenized at once, for one text field and one set of
+        triggers (encoded once for every batch): a function of a block's bytes and its lines'
+        bounds (`LineIds`) that tokenizes, in one pass without the GIL, the documents that are
+        certain and plain (`_json_line.h`: valid ASCII JSON objects whose text field is a
+        plain, non-blank string) and gives their ids concatenated, each one's count, which
+        lines they are, and which lines are left to the caller (any other line but a blank
+        one, and texts holding a character of triggers), all int64 numpy. None for a field no
+        line can name as UTF-8 (a surrogate from undecodable arguments): Python's path reads
+        those."""
         import numpy as np
 
         try:

@@ -265,7 +265,7 @@ class TextTokenizer:
 
     def line_ids(self, field: str) -> LineIds | None:
         """JSON lines parsed and tokenized at once, where the compiled step is built
-        (`PlainWordPiece.lines`); texts that may hold an added token are left to `ids`."""
+        (`PlainWordPiece.lines_of`); texts that may hold an added token are left to `ids`."""
         step, added = self.plain_step(), self._added
         triggers = added.firsts if added is not None else ""
         return step.lines_of(field, triggers) if step is not None else None
