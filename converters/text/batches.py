@@ -22,6 +22,7 @@ from feedgpu.converters.text.sources import (
     DocumentBlock,
     ReadOptions,
     iter_blocks,
+    parse_block,
     parse_lines,
 )
 
@@ -193,10 +194,10 @@ def _parse_left(
     kept: list[tuple[int, str, bool]] = []
 
     def parse(part: list[int]) -> None:
-        picked = RawLines.of(raw.rel, 0, [raw.line(start + line) for line in part])
+        picked = [raw.line(start + line) for line in part]
         # Only its first item: a block that is not usual is read line by line from there on,
         # which would cost each halving level every line of its part, one by one.
-        found = next(parse_lines(picked, 0, len(part), read), None)
+        found = next(parse_block(raw.rel, 0, picked, read), None)
         if isinstance(found, DocumentBlock):  # the whole part (its doc ids are not these)
             kept.extend(zip(part, found.texts, found.plain, strict=True))
         elif len(part) > LEFT_RUN:

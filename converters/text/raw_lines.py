@@ -39,11 +39,6 @@ class RawLines:
     data: bytes
     ends: Any
 
-    @classmethod
-    def of(cls, rel: str, number: int, lines: list[bytes]) -> RawLines:
-        """Lines given one by one (a selection of lines)."""
-        return cls(rel, number, *joined(lines))
-
     def __len__(self) -> int:
         return len(self.ends) - 1
 

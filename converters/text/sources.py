@@ -286,8 +286,14 @@ def parse_lines(
     """The documents of lines start..end of raw, unlabelled: a `DocumentBlock` when every line
     is usual, else line by line as `iter_documents` reads them (a blank, malformed, non-object
     line, or one without a non-blank string text, makes a Skip or nothing)."""
-    get, block = operator.itemgetter(options.text_field), raw.lines(start, end)
-    number = raw.number + start
+    return parse_block(raw.rel, raw.number + start, raw.lines(start, end), options)
+
+
+def parse_block(
+    rel: str, number: int, block: list[bytes], options: ReadOptions
+) -> Iterator[DocumentBlock | Document | Skip]:
+    """`parse_lines` of lines given as bytes, the first numbered `number` in file rel."""
+    get = operator.itemgetter(options.text_field)
     try:
         texts = list(map(get, map(orjson.loads, block)))
         usual = set(map(type, texts)) == {str} and all(texts)
@@ -297,7 +303,7 @@ def parse_lines(
     if usual:
         joined = b"".join(block)  # ASCII with no escape and no DEL: every text is plain
         plain = joined.isascii() and b"\\" not in joined and b"\x7f" not in joined
-        prefix = f"{raw.rel}:"
+        prefix = f"{rel}:"
         yield DocumentBlock(
             list(map(prefix.__add__, map(str, range(number, number + len(block))))),
             texts,
@@ -305,7 +311,7 @@ def parse_lines(
         )
         return
     for offset, line in enumerate(block):
-        found = _line_document(line, f"{raw.rel}:{number + offset}", True, options)
+        found = _line_document(line, f"{rel}:{number + offset}", True, options)
         if found is not None:
             yield found
 
