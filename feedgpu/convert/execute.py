@@ -108,10 +108,8 @@ class ShardWriter:
             storage.sync_files([storage.join(out_dir, task.filename)])
             return result
 
-        # Four at most: more streams of copies and flushes at once gain nothing on one disk.
+        # Four at most (what was measured, on 2 cores): a many-core host's writers would all
+        # stream to one disk. On an error or an interrupt, map cancels the shards not begun.
         writers = min(4, 2 * self.run.worker_count())
-        pool = ThreadPoolExecutor(writers, thread_name_prefix="feedgpu-shard")
-        try:
+        with ThreadPoolExecutor(writers, thread_name_prefix="feedgpu-shard") as pool:
             return list(pool.map(written, todo))
-        finally:  # on an error or an interrupt, the shards not begun are not written
-            pool.shutdown(cancel_futures=True)
