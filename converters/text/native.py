@@ -2,10 +2,11 @@
 
 Two small C extensions, built by setup.py: `_wordpiece` (WordPiece ids of plain texts, and of
 plain JSON lines parsed in the same pass: `plain_wordpiece`) and `_records` (serialized
-examples: `examples`; documents' ids: `batches.numbered`). Each gives the same result as the
-Python and TensorFlow path it replaces, faster (benchmarks/RESULTS.md, "Issue 29, fifth
-session" and "sixth session"). Without a C compiler at install the package installs without
-them and uses that path; FEEDGPU_NO_NATIVE=1 does the same, for comparing or ruling them out.
+examples: `examples`; documents' ids: `batches.numbered`; TFRecord framing: `pieces`; line
+bounds: `raw_lines`). Each gives the same result as the Python and TensorFlow path it
+replaces, faster (benchmarks/RESULTS.md, "Issue 29", fifth to seventh sessions). Without a
+C compiler at install the package installs without them and uses that path;
+FEEDGPU_NO_NATIVE=1 does the same, for comparing or ruling them out.
 """
 
 from __future__ import annotations
