@@ -15,6 +15,7 @@ from tokenizers import Tokenizer
 
 from feedgpu import DatasetError, UsageError, read_manifest
 from feedgpu.converters.text.convert import TextOptions, convert_text
+from feedgpu.converters.text.native import NO_NATIVE_ENV
 from feedgpu.converters.text.tokenizer import TextTokenizer
 
 
@@ -135,12 +136,12 @@ def test_auto_s_sample_stops_once_documents_are_known_long(
 
 
 def test_auto_s_sample_counts_hf_s_ids_and_a_finished_run_needs_no_tensorflow(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The layout's sample counts HF's ids, which the fast path's differ from (a word over
-    tensorflow-text's 100-byte limit is one [UNK] there, 60 ids in HF; "…" three ids under
-    NFKD, one in HF); and re-running a finished conversion decides it without building the
-    fast graph, so without importing TensorFlow."""
+    """The layout's sample counts HF's ids, which tensorflow-text's differ from (a word over
+    its 100-byte limit is one [UNK] there, 60 ids in HF; "…" three ids under NFKD, one in
+    HF); and re-running a finished conversion decides it without building the fast graph, so
+    without importing TensorFlow."""
     import subprocess
     import sys
 
@@ -160,8 +161,10 @@ def test_auto_s_sample_counts_hf_s_ids_and_a_finished_run_needs_no_tensorflow(
     assert tok.fast_capable
     sources = [TextSource(SourceFile("a.jsonl", str(src / "a.jsonl"), 0, 0), None, None)]
     hf = [len(ids) + 2 for ids in tok.encode_reference(texts)]
-    fast = tok.fast_ids(texts)[1] + 2
-    assert sum(fast) != sum(hf)  # the fast path would count otherwise
+    with monkeypatch.context() as graph_only:  # the compiled step's table counts as HF does
+        graph_only.setenv(NO_NATIVE_ENV, "1")
+        fast = load_tokenizer(TokenizerSpec.parse(options.tokenizer)).fast_ids(texts)[1] + 2
+    assert sum(fast) != sum(hf)  # tensorflow-text would count otherwise
     assert _mean_ids(sources, options, tok) == pytest.approx(sum(hf) / len(hf))
     out = tmp_path / "out"
     convert_text(str(src), str(out), options, quiet=True)

@@ -1,10 +1,11 @@
 /* One JSON line's text field, found without Python, for the lines whose document is certain.
  *
- * A line is taken here only when its document is beyond doubt: ASCII, valid JSON (RFC 8259)
- * that is an object, whose text field (the last, if given twice, as Python's and orjson's
- * parsers keep it) is a string with no escape but \" \\ \/ \n \r \t, of printable ASCII,
- * tab, CR and LF (plain: benchmarks/RESULTS.md, "Issue 29, fifth session"), not blank. Any
- * other line (blank, malformed, non-ASCII, a missing or empty text, a deep nesting, a key
+ * A line is taken here only when its document is beyond doubt: valid UTF-8 (strictly: no
+ * overlong form, surrogate or code point past U+10FFFF), valid JSON (RFC 8259) that is an
+ * object, whose text field (the last, if given twice, as Python's and orjson's parsers keep
+ * it) is a string, not blank, with no escape but \" \\ \/ \n \r \t \uXXXX (a surrogate only
+ * in a pair) and no control character or DEL (plain: benchmarks/RESULTS.md, "Issue 29, fifth
+ * session"). Any other line (blank, malformed, a missing or empty text, a deep nesting, a key
  * with an escape) is left to the caller, whose Python path reads it as before; so this file
  * never has to agree with a parser on anything but the lines it takes.
  */
@@ -30,8 +31,8 @@ static inline int json_hex(unsigned char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-/* The bytes a string's scan stops at: its end, an escape, and what ASCII JSON cannot hold
- * there (control characters, non-ASCII). Filled by json_stop_init. */
+/* The bytes a string's scan stops at: its end, an escape, what JSON cannot hold there
+ * (control characters) and the start of a character beyond ASCII. Filled by json_stop_init. */
 static unsigned char JSON_STOP[256];
 
 static void json_stop_init(void) {
@@ -61,17 +62,47 @@ static inline cursor json_run(cursor p, cursor end) {
     return p;
 }
 
-/* Past a string at p (its opening quote), or NULL if not a valid ASCII JSON string.
- * *escaped: whether it holds an escape. */
-static cursor json_string(cursor p, cursor end, int *escaped) {
-    *escaped = 0;
+/* The bytes of the UTF-8 character at p (p < end), or 0 if it is not valid (Unicode's
+ * table 3-7: no overlong form, no surrogate, nothing past U+10FFFF). */
+static inline int json_utf8(cursor p, cursor end) {
+    unsigned char c = p[0];
+    ptrdiff_t room = end - p;
+    if (c >= 0xC2 && c <= 0xDF) return room >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (room < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
+        if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F)) return 0;
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (room < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 ||
+            (p[3] & 0xC0) != 0x80)
+            return 0;
+        if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F)) return 0;
+        return 4;
+    }
+    return 0;
+}
+
+enum { JSON_ESCAPED = 1, JSON_BEYOND_ASCII = 2 }; /* what a string holds */
+
+/* Past a string at p (its opening quote), or NULL if not a valid JSON string of valid UTF-8.
+ * *holds: JSON_ESCAPED and JSON_BEYOND_ASCII, as it holds an escape, a character past ASCII. */
+static cursor json_string(cursor p, cursor end, int *holds) {
+    *holds = 0;
     for (p++; p < end; p++) {
         p = json_run(p, end);
         if (p >= end) return NULL;
         unsigned char c = *p;
         if (c == '"') return p + 1;
+        if (c >= 0x80) {
+            int size = json_utf8(p, end);
+            if (!size) return NULL;
+            *holds |= JSON_BEYOND_ASCII;
+            p += size - 1;
+            continue;
+        }
         if (c != '\\') return NULL;
-        *escaped = 1;
+        *holds |= JSON_ESCAPED;
         if (++p >= end) return NULL;
         switch (*p) {
         case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
@@ -132,13 +163,13 @@ static cursor json_value(cursor p, cursor end, int depth);
 /* Past an object or array at p, or NULL. */
 static cursor json_container(cursor p, cursor end, int depth) {
     unsigned char close = *p == '{' ? '}' : ']';
-    int escaped;
+    int holds;
     if (depth >= JSON_MAX_DEPTH) return NULL;
     p = json_ws(p + 1, end);
     if (p < end && *p == close) return p + 1;
     for (;;) {
         if (close == '}') {
-            if (p >= end || *p != '"' || !(p = json_string(p, end, &escaped))) return NULL;
+            if (p >= end || *p != '"' || !(p = json_string(p, end, &holds))) return NULL;
             p = json_ws(p, end);
             if (p >= end || *p != ':') return NULL;
             p = json_ws(p + 1, end);
@@ -152,10 +183,10 @@ static cursor json_container(cursor p, cursor end, int depth) {
 }
 
 static cursor json_value(cursor p, cursor end, int depth) {
-    int escaped;
+    int holds;
     if (p >= end) return NULL;
     switch (*p) {
-    case '"': return json_string(p, end, &escaped);
+    case '"': return json_string(p, end, &holds);
     case '{': case '[': return json_container(p, end, depth);
     case 't': return json_word(p, end, "true");
     case 'f': return json_word(p, end, "false");
@@ -165,11 +196,11 @@ static cursor json_value(cursor p, cursor end, int depth) {
 }
 
 /* The text field's string in a line (its bytes between the quotes, escapes as written), or
- * 0 if the line is not an object of valid ASCII JSON with that field a string. A key with an
- * escape is not compared: 0. */
+ * 0 if the line is not an object of valid JSON with that field a string. A key with an
+ * escape is not compared: 0. *text_holds: what the text holds (json_string). */
 static int json_text_field(cursor p, cursor end, const char *field, size_t field_len,
-                           cursor *text, cursor *text_end, int *text_escaped) {
-    int found = 0, escaped;
+                           cursor *text, cursor *text_end, int *text_holds) {
+    int found = 0, holds;
     p = json_ws(p, end);
     if (p >= end || *p != '{') return 0;
     p = json_ws(p + 1, end);
@@ -177,14 +208,14 @@ static int json_text_field(cursor p, cursor end, const char *field, size_t field
     for (;;) {
         if (p >= end || *p != '"') return 0;
         cursor key = p + 1;
-        if (!(p = json_string(p, end, &escaped)) || escaped) return 0;
+        if (!(p = json_string(p, end, &holds)) || (holds & JSON_ESCAPED)) return 0;
         int match = (size_t)(p - 1 - key) == field_len && memcmp(key, field, field_len) == 0;
         p = json_ws(p, end);
         if (p >= end || *p != ':') return 0;
         p = json_ws(p + 1, end);
         cursor value = p;
         if (match && p < end && *p == '"') { /* the last one given counts, as both keep it */
-            if (!(p = json_string(p, end, text_escaped))) return 0;
+            if (!(p = json_string(p, end, text_holds))) return 0;
             found = 1;
             *text = value + 1;
             *text_end = p - 1;
@@ -200,23 +231,65 @@ static int json_text_field(cursor p, cursor end, const char *field, size_t field
     return found && json_ws(p + 1, end) == end;
 }
 
-/* A plain text's bytes decoded into out (room for end - s), its length; -1 if it has an
- * escape plain text cannot hold (\b, \f, \uXXXX) or a byte it cannot (DEL). */
-static ptrdiff_t json_plain_text(cursor s, cursor end, unsigned char *out) {
+static inline unsigned json_hex4(cursor p) {
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++) {
+        unsigned char c = p[k];
+        v = v * 16 + (c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    return v;
+}
+
+/* A text's string (json_string's, escapes as written) decoded into out (room for end - s) as
+ * UTF-8, its length; -1 if it has an escape plain text cannot hold (\b, \f, a control
+ * character's \u) or a lone surrogate, or DEL. *beyond: set if an escape gave a character
+ * past ASCII. (A control character written as itself never passed json_string.) */
+static ptrdiff_t json_text(cursor s, cursor end, unsigned char *out, int *beyond) {
     ptrdiff_t n = 0;
     for (; s < end; s++) {
         unsigned char c = *s;
         if (c == 0x7f) return -1;
-        if (c == '\\') {
-            switch (*++s) {
-            case 'n': c = '\n'; break;
-            case 'r': c = '\r'; break;
-            case 't': c = '\t'; break;
-            case '"': case '\\': case '/': c = *s; break;
-            default: return -1;
-            }
+        if (c != '\\') {
+            out[n++] = c;
+            continue;
         }
-        out[n++] = c;
+        switch (*++s) {
+        case 'n': out[n++] = '\n'; continue;
+        case 'r': out[n++] = '\r'; continue;
+        case 't': out[n++] = '\t'; continue;
+        case '"': case '\\': case '/': out[n++] = *s; continue;
+        case 'u': break;
+        default: return -1;
+        }
+        unsigned cp = json_hex4(s + 1);
+        s += 4;
+        if (cp >= 0xD800 && cp <= 0xDBFF) { /* a pair's first half, or alone */
+            if (end - s < 7 || s[1] != '\\' || s[2] != 'u') return -1;
+            unsigned low = json_hex4(s + 3);
+            if (low < 0xDC00 || low > 0xDFFF) return -1;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+            s += 6;
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            return -1;
+        }
+        if (cp < 0x20 || cp == 0x7f) return -1;
+        if (cp < 0x80) {
+            out[n++] = (unsigned char)cp;
+            continue;
+        }
+        *beyond = 1;
+        if (cp < 0x800) {
+            out[n++] = (unsigned char)(0xC0 | (cp >> 6));
+        } else {
+            if (cp < 0x10000) {
+                out[n++] = (unsigned char)(0xE0 | (cp >> 12));
+            } else {
+                out[n++] = (unsigned char)(0xF0 | (cp >> 18));
+                out[n++] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+            }
+            out[n++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        }
+        out[n++] = (unsigned char)(0x80 | (cp & 0x3F));
     }
     return n;
 }

@@ -1,7 +1,8 @@
 /* JSON lines parsed and tokenized at once (`PlainWordPiece.lines_of`): a line whose document is
- * certain and plain (_json_line.h) becomes ids straight from its bytes, without the GIL, with
- * no dict, str or anything per document in Python; every other line is left to the caller's
- * Python path (benchmarks/RESULTS.md, "Issue 29, sixth session"). */
+ * certain and covered (_json_line.h; characters beyond ASCII by the table) becomes ids
+ * straight from its bytes, without the GIL, with no dict, str or anything per document in
+ * Python; every other line is left to the caller's Python path (benchmarks/RESULTS.md,
+ * "Issue 29, sixth session"). */
 #include "_wordpiece.h" /* Python.h first */
 
 #include <string.h>
@@ -23,48 +24,55 @@ typedef struct {
     cursor text;
     Py_ssize_t len; /* raw, escapes as written: at least the decoded text's bytes */
     int state;      /* BLANK, LEFT or TEXT */
-    int escaped;
+    int holds;      /* json_string's */
 } Found;
 
 enum { BLANK, LEFT, TEXT };
 
-static void find_text(cursor p, cursor end, const char *field, size_t field_len, Found *f) {
+/* beyond: whether texts beyond ASCII can be taken (a table was given). */
+static void find_text(cursor p, cursor end, const char *field, size_t field_len, int beyond,
+                      Found *f) {
     cursor text_end = NULL;
     f->state = blank_line(p, end) ? BLANK : LEFT;
     if (f->state == LEFT &&
-        json_text_field(p, end, field, field_len, &f->text, &text_end, &f->escaped)) {
+        json_text_field(p, end, field, field_len, &f->text, &text_end, &f->holds) &&
+        (beyond || !(f->holds & JSON_BEYOND_ASCII))) {
         f->state = TEXT;
         f->len = text_end - f->text;
     }
 }
 
 /* A found text's ids into out, its count; -1: the caller's after all (an escape or byte
- * plain text cannot hold, blank, or a byte of stop: added tokens' first characters, a
- * string). buf: room for the text's raw bytes. */
-static Py_ssize_t text_of_line(const Vocab *v, const Found *f, const unsigned char *stop,
-                               unsigned char *buf, int64_t *out) {
+ * plain text cannot hold, a character the table t lacks, blank, or a byte of stop: added
+ * tokens' first characters, a string). buf: room for four times the text's raw bytes. */
+static Py_ssize_t text_of_line(const Vocab *v, const Chars *t, const Found *f,
+                               const unsigned char *stop, unsigned char *buf, int64_t *out) {
     const unsigned char *text = f->text;
     Py_ssize_t len = f->len;
-    if (f->escaped) {
-        len = json_plain_text(f->text, f->text + f->len, buf);
+    int beyond = (f->holds & JSON_BEYOND_ASCII) != 0;
+    if (f->holds & JSON_ESCAPED) {
+        len = json_text(f->text, f->text + f->len, buf, &beyond);
         if (len < 0) return -1;
         text = buf;
     }
     for (const unsigned char *c = stop; *c; c++)
         if (memchr(text, *c, len)) return -1;
-    Py_ssize_t n = feedgpu_text_ids(v, text, len, out);
+    Py_ssize_t n = beyond ? feedgpu_utf8_ids(v, t, text, len, out, buf + f->len)
+                          : feedgpu_text_ids(v, text, len, out);
     return n > 0 ? n : -1; /* none: blank, the caller's to skip */
 }
 
 PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
-    PyObject *capsule, *data_obj, *ends_obj;
+    PyObject *capsule, *table, *data_obj, *ends_obj;
     const char *field, *triggers;
     Py_ssize_t field_len, trigger_count;
-    if (!PyArg_ParseTuple(args, "OOOy#y#", &capsule, &data_obj, &ends_obj, &field, &field_len,
-                          &triggers, &trigger_count))
+    if (!PyArg_ParseTuple(args, "OOOOy#y#", &capsule, &table, &data_obj, &ends_obj, &field,
+                          &field_len, &triggers, &trigger_count))
         return NULL;
     const Vocab *v = PyCapsule_GetPointer(capsule, CAPSULE);
-    if (!v) return NULL;
+    int failed = 0;
+    const Chars *t = feedgpu_chars(table, &failed);
+    if (!v || failed) return NULL;
     /* The buffers are held (and their objects alive) while the GIL is released. */
     Py_buffer data = {0}, bounds = {0};
     if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
@@ -97,10 +105,11 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < count; i++) {
         cursor p = (cursor)data.buf;
-        find_text(p + ends[i], p + ends[i + 1], field, (size_t)field_len, &found[i]);
-        if (found[i].state == TEXT) {
+        find_text(p + ends[i], p + ends[i + 1], field, (size_t)field_len, t != NULL, &found[i]);
+        if (found[i].state == TEXT) { /* room to decode it, and for a word's normal form */
+            Py_ssize_t room = found[i].len * (found[i].holds ? 4 : 1); /* \u, or beyond */
             texts += found[i].len;
-            if (found[i].len > longest) longest = found[i].len;
+            if (room > longest) longest = room;
         }
     }
     Py_END_ALLOW_THREADS
@@ -126,7 +135,7 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < count; i++) {
         Py_ssize_t n = -1;
         if (found[i].state == BLANK) continue;
-        if (found[i].state == TEXT) n = text_of_line(v, &found[i], stop, buf, out + at);
+        if (found[i].state == TEXT) n = text_of_line(v, t, &found[i], stop, buf, out + at);
         if (n < 0) {
             left[nodd++] = i;
             continue;

@@ -73,12 +73,9 @@ static void vocab_free(PyObject *capsule) {
     }
 }
 
-/* A token's bytes under root; ASCII only (other tokens can never match a plain word). */
+/* A token's UTF-8 bytes under root (none holds a NUL: no text's word can). */
 static int add_token(Vocab *v, uint32_t root, const char *s, Py_ssize_t n, int32_t id) {
-    for (Py_ssize_t k = 0; k < n; k++) {
-        unsigned char c = (unsigned char)s[k];
-        if (c == 0 || c > 127) return 0;
-    }
+    if (memchr(s, 0, (size_t)n)) return 0;
     Slot *slot = NULL;
     uint32_t node = root;
     for (Py_ssize_t k = 0; k < n; k++) {
@@ -159,9 +156,12 @@ static void classes(void) {
     }
 }
 
-/* One word's ids into out: greedy longest match, the whole word [UNK] where a piece fails. */
-static Py_ssize_t word_ids(const Vocab *v, const unsigned char *w, Py_ssize_t len, int64_t *out) {
-    if (len > v->max_chars) {
+/* One word's ids into out: greedy longest match, the whole word [UNK] where a piece fails.
+ * chars: its characters, which HF's limit counts. A token's bytes end where a character does,
+ * so a match never stops inside one. */
+static Py_ssize_t word_ids(const Vocab *v, const unsigned char *w, Py_ssize_t len,
+                           Py_ssize_t chars, int64_t *out) {
+    if (chars > v->max_chars) {
         out[0] = v->unk;
         return 1;
     }
@@ -199,13 +199,13 @@ Py_ssize_t feedgpu_text_ids(const Vocab *v, const unsigned char *s, Py_ssize_t l
             k++;
             break;
         case PUNCT:
-            n += word_ids(v, s + k, 1, out + n);
+            n += word_ids(v, s + k, 1, 1, out + n);
             k++;
             break;
         case WORD: {
             Py_ssize_t e = k + 1;
             while (e < len && CLASS[s[e]] == WORD) e++;
-            n += word_ids(v, s + k, e - k, out + n);
+            n += word_ids(v, s + k, e - k, e - k, out + n);
             k = e;
             break;
         }
@@ -216,9 +216,149 @@ Py_ssize_t feedgpu_text_ids(const Vocab *v, const unsigned char *s, Py_ssize_t l
     return n;
 }
 
+/* The character table: open addressing by code point, at most half full. */
+static const CharSlot *char_slot(const Chars *t, uint32_t cp) {
+    for (uint32_t i = mix(cp) & t->mask;; i = (i + 1) & t->mask) {
+        if (t->slots[i].cp == cp) return &t->slots[i];
+        if (t->slots[i].cp == 0) return NULL;
+    }
+}
+
+static void chars_free(PyObject *capsule) {
+    Chars *t = PyCapsule_GetPointer(capsule, CHARS_CAPSULE);
+    if (t) {
+        free(t->slots);
+        free(t);
+    }
+}
+
+const Chars *feedgpu_chars(PyObject *obj, int *failed) {
+    *failed = 0;
+    if (obj == Py_None) return NULL;
+    const Chars *t = PyCapsule_GetPointer(obj, CHARS_CAPSULE);
+    *failed = t == NULL;
+    return t;
+}
+
+static PyObject *chars(PyObject *self, PyObject *args) {
+    PyObject *entries;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &entries)) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(entries);
+    uint32_t size = 16;
+    while (size < 2 * (uint64_t)count + 2) {
+        if (size >= (1u << 30)) {
+            PyErr_SetString(PyExc_ValueError, "too many characters");
+            return NULL;
+        }
+        size *= 2;
+    }
+    Chars *t = calloc(1, sizeof(Chars));
+    if (t) t->slots = calloc(size, sizeof(CharSlot));
+    if (!t || !t->slots) {
+        free(t);
+        return PyErr_NoMemory();
+    }
+    t->mask = size - 1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        unsigned int cp, kind;
+        const char *bytes;
+        Py_ssize_t len;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(entries, i), "IIy#", &cp, &kind, &bytes, &len))
+            goto fail;
+        Py_ssize_t size = cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4, chars = 0;
+        for (Py_ssize_t k = 0; k < len; k++) chars += (bytes[k] & 0xC0) != 0x80;
+        int formed = kind == CHAR_WORD || kind == CHAR_ALONE; /* a form, or none */
+        if (cp < 0x80 || cp > 0x10FFFF || kind < CHAR_WORD || kind > CHAR_DROP ||
+            len > 3 * size || chars > size || formed != (len > 0) ||
+            (kind == CHAR_ALONE && chars != 1)) {
+            PyErr_Format(PyExc_ValueError, "not a character's entry: U+%04X", cp);
+            goto fail;
+        }
+        uint32_t at = mix(cp) & t->mask;
+        while (t->slots[at].cp != 0 && t->slots[at].cp != cp) at = (at + 1) & t->mask;
+        CharSlot *slot = &t->slots[at];
+        slot->cp = cp;
+        slot->kind = (unsigned char)kind;
+        slot->len = (unsigned char)len;
+        slot->chars = (unsigned char)chars;
+        memcpy(slot->bytes, bytes, (size_t)len);
+    }
+    PyObject *capsule = PyCapsule_New(t, CHARS_CAPSULE, chars_free);
+    if (capsule) return capsule;
+fail:
+    free(t->slots);
+    free(t);
+    return NULL;
+}
+
+/* The code point at s (valid UTF-8) and its bytes. */
+static inline uint32_t utf8_char(const unsigned char *s, Py_ssize_t *size) {
+    if (s[0] < 0xE0) {
+        *size = 2;
+        return ((s[0] & 0x1Fu) << 6) | (s[1] & 0x3Fu);
+    }
+    if (s[0] < 0xF0) {
+        *size = 3;
+        return ((s[0] & 0x0Fu) << 12) | ((s[1] & 0x3Fu) << 6) | (s[2] & 0x3Fu);
+    }
+    *size = 4;
+    return ((s[0] & 0x07u) << 18) | ((s[1] & 0x3Fu) << 12) | ((s[2] & 0x3Fu) << 6) |
+           (s[3] & 0x3Fu);
+}
+
+/* Words that hold a character beyond ASCII are put together in buf, as normalised (HF's
+ * normaliser maps each character on its own, and its pre-tokenizer splits at characters). */
+Py_ssize_t feedgpu_utf8_ids(const Vocab *v, const Chars *t, const unsigned char *s,
+                            Py_ssize_t len, int64_t *out, unsigned char *buf) {
+    Py_ssize_t k = 0, n = 0, w = 0, chars = 0;
+    while (k < len) {
+        unsigned char c = s[k];
+        if (c < 0x80) {
+            Py_ssize_t e = k + 1;
+            switch (CLASS[c]) {
+            case WORD:
+                while (e < len && CLASS[s[e]] == WORD) e++;
+                if (!w && (e == len || s[e] < 0x80)) { /* an ASCII word, whole */
+                    n += word_ids(v, s + k, e - k, e - k, out + n);
+                } else {
+                    memcpy(buf + w, s + k, (size_t)(e - k));
+                    w += e - k;
+                    chars += e - k;
+                }
+                k = e;
+                continue;
+            case SPACE:
+            case PUNCT:
+                if (w) n += word_ids(v, buf, w, chars, out + n);
+                w = chars = 0;
+                if (CLASS[c] == PUNCT) n += word_ids(v, s + k, 1, 1, out + n);
+                k = e;
+                continue;
+            default:
+                return -1;
+            }
+        }
+        Py_ssize_t size;
+        const CharSlot *slot = t ? char_slot(t, utf8_char(s + k, &size)) : NULL;
+        if (!slot) return -1;
+        k += size;
+        if (slot->kind == CHAR_WORD) {
+            memcpy(buf + w, slot->bytes, slot->len);
+            w += slot->len;
+            chars += slot->chars;
+        } else if (slot->kind != CHAR_DROP) { /* a word alone, or a boundary */
+            if (w) n += word_ids(v, buf, w, chars, out + n);
+            w = chars = 0;
+            if (slot->kind == CHAR_ALONE) n += word_ids(v, slot->bytes, slot->len, 1, out + n);
+        }
+    }
+    if (w) n += word_ids(v, buf, w, chars, out + n);
+    return n;
+}
+
 /* The chunks of a text that is not plain (pieces between ASCII whitespace: WordPiece never
- * crosses it): plain ones tokenized here, the others left as holes for the caller, each
- * (text, first code point, end, where its ids go among the output's). */
+ * crosses it): those the table covers tokenized here, the others left as holes for the
+ * caller, each (text, first code point, end, where its ids go among the output's). */
 typedef struct {
     int64_t *quads;
     Py_ssize_t count, capacity;
@@ -240,73 +380,77 @@ static int add_hole(Holes *h, Py_ssize_t text, Py_ssize_t start, Py_ssize_t end,
     return 0;
 }
 
-static inline int ascii_space(Py_UCS4 c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
 /* Past this many holes a text is one hole, whole: each hole costs the caller a string and an
- * insert, so a text mostly in another script goes to tensorflow-text in one piece, as it did
- * before holes. */
+ * insert, so a text mostly in characters the table lacks goes to tensorflow-text in one
+ * piece, as it did before holes. */
 #define MAX_HOLES 4
 
-/* A text's plain chunks' ids into out (at most one a code point), its others into holes.
- * buf: room for the text's length, where a chunk's code points become bytes. */
-static Py_ssize_t chunked_ids(const Vocab *v, int kind, const void *data, Py_ssize_t len,
-                              Py_ssize_t text, int64_t *out, Py_ssize_t at, Holes *holes,
-                              unsigned char *buf, int *failed) {
-    Py_ssize_t k = 0, n = 0, first_hole = holes->count;
+/* A text's (UTF-8, valid; chars code points) covered chunks' ids into out, its others into
+ * holes. buf: room for three times the text's bytes. */
+static Py_ssize_t chunked_ids(const Vocab *v, const Chars *t, const unsigned char *s,
+                              Py_ssize_t len, Py_ssize_t chars, Py_ssize_t text, int64_t *out,
+                              Py_ssize_t at, Holes *holes, unsigned char *buf, int *failed) {
+    Py_ssize_t k = 0, n = 0, cp = 0, first_hole = holes->count;
     while (k < len) {
-        if (ascii_space(PyUnicode_READ(kind, data, k))) {
+        if (CLASS[s[k]] == SPACE) {
             k++;
+            cp++;
             continue;
         }
-        Py_ssize_t e = k;
-        int plain = 1;
-        for (; e < len; e++) {
-            Py_UCS4 c = PyUnicode_READ(kind, data, e);
-            if (ascii_space(c)) break;
-            if (c < 32 || c > 126) plain = 0;
-            else buf[e - k] = (unsigned char)c;
-        }
-        if (plain) {
-            n += feedgpu_text_ids(v, buf, e - k, out + n);
-        } else if (add_hole(holes, text, k, e, at + n) < 0) {
+        Py_ssize_t e = k, end = cp;
+        for (; e < len && CLASS[s[e]] != SPACE; e++) end += (s[e] & 0xC0) != 0x80;
+        Py_ssize_t got = feedgpu_utf8_ids(v, t, s + k, e - k, out + n, buf);
+        if (got >= 0) {
+            n += got;
+        } else if (add_hole(holes, text, cp, end, at + n) < 0) {
             *failed = 1;
         } else if (holes->count - first_hole > MAX_HOLES) {
             holes->count = first_hole; /* its ids so far are dropped: it counts 0 */
-            if (add_hole(holes, text, 0, len, at) < 0) *failed = 1;
+            if (add_hole(holes, text, 0, chars, at) < 0) *failed = 1;
             return 0;
         }
         k = e;
+        cp = end;
     }
     return n;
 }
 
 static PyObject *tokenize(PyObject *self, PyObject *args) {
-    PyObject *capsule, *texts;
-    if (!PyArg_ParseTuple(args, "OO", &capsule, &texts)) return NULL;
+    PyObject *capsule, *table, *texts;
+    if (!PyArg_ParseTuple(args, "OOO", &capsule, &table, &texts)) return NULL;
     const Vocab *v = PyCapsule_GetPointer(capsule, CAPSULE);
-    if (!v) return NULL;
-    /* A tuple holds a reference to every text while the GIL is released. */
+    int failed = 0;
+    const Chars *t = feedgpu_chars(table, &failed);
+    if (!v || failed) return NULL;
+    /* A tuple holds a reference to every text (and its UTF-8) while the GIL is released. */
     PyObject *held = PySequence_Tuple(texts);
     if (!held) return NULL;
     Py_ssize_t count = PyTuple_GET_SIZE(held), total = 0, longest = 0;
     PyObject *values = NULL, *lengths = NULL, *found = NULL, *result = NULL;
     Holes holes = {NULL, 0, 0};
     unsigned char *buf = NULL;
-    int64_t *scratch = NULL; /* room for one id a character; the ids are copied out at size */
-    int failed = 0;
+    int64_t *scratch = NULL; /* room for one id a byte; the ids are copied out at size */
+    const unsigned char **utf8 = PyMem_Calloc((size_t)count + 1, sizeof(*utf8));
+    Py_ssize_t *sizes = PyMem_Calloc((size_t)count + 1, sizeof(*sizes));
+    if (!utf8 || !sizes) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *t = PyTuple_GET_ITEM(held, i);
-        if (!PyUnicode_Check(t)) {
+        PyObject *text = PyTuple_GET_ITEM(held, i);
+        if (!PyUnicode_Check(text)) {
             PyErr_SetString(PyExc_TypeError, "texts must be str");
             goto done;
         }
-        Py_ssize_t len = PyUnicode_GET_LENGTH(t);
-        total += len;
-        if (len > longest) longest = len;
+        /* UTF-8 (kept by the str); none for one that has none (a lone surrogate): a hole */
+        utf8[i] = (const unsigned char *)PyUnicode_AsUTF8AndSize(text, &sizes[i]);
+        if (!utf8[i]) PyErr_Clear();
+        total += sizes[i];
+        if (sizes[i] > longest) longest = sizes[i];
     }
     scratch = PyMem_Malloc((total + 1) * sizeof(int64_t));
     lengths = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
-    buf = PyMem_Malloc(longest + 1);
+    buf = PyMem_Malloc(3 * longest + 1);
     if (!scratch || !lengths || !buf) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;
@@ -316,13 +460,17 @@ static PyObject *tokenize(PyObject *self, PyObject *args) {
     Py_ssize_t at = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < count && !failed; i++) {
-        PyObject *t = PyTuple_GET_ITEM(held, i);
-        Py_ssize_t len = PyUnicode_GET_LENGTH(t), n = -1;
-        if (PyUnicode_IS_ASCII(t)) /* compact ASCII: its bytes as they are */
-            n = feedgpu_text_ids(v, PyUnicode_1BYTE_DATA(t), len, out + at);
+        PyObject *text = PyTuple_GET_ITEM(held, i);
+        Py_ssize_t chars = PyUnicode_GET_LENGTH(text), n = -1;
+        if (!utf8[i]) {
+            n = 0;
+            if (add_hole(&holes, i, 0, chars, at) < 0) failed = 1;
+        } else if (PyUnicode_IS_ASCII(text)) { /* compact ASCII: its bytes as they are */
+            n = feedgpu_text_ids(v, utf8[i], chars, out + at);
+        }
         if (n < 0) /* not plain: chunk by chunk */
-            n = chunked_ids(v, PyUnicode_KIND(t), PyUnicode_DATA(t), len, i, out + at, at,
-                            &holes, buf, &failed);
+            n = chunked_ids(v, t, utf8[i], sizes[i], chars, i, out + at, at, &holes, buf,
+                            &failed);
         counts[i] = n;
         at += n;
     }
@@ -339,6 +487,8 @@ static PyObject *tokenize(PyObject *self, PyObject *args) {
     if (_PyBytes_Resize(&lengths, count * (Py_ssize_t)sizeof(int64_t)) < 0) goto done;
     result = Py_BuildValue("OOO", values, lengths, found);
 done:
+    PyMem_Free(utf8);
+    PyMem_Free(sizes);
     PyMem_Free(buf);
     PyMem_Free(scratch);
     free(holes.quads);
@@ -352,16 +502,22 @@ done:
 static PyMethodDef methods[] = {
     {"build", build, METH_VARARGS,
      "build(tokens, prefix, unk_id, max_chars, lowercase) -> vocabulary: tokens in id order."},
+    {"chars", chars, METH_VARARGS,
+     "chars(entries) -> character table: entries (code point, kind, normal form as UTF-8) "
+     "of characters beyond ASCII; kind 1: part of a word, 2: a word alone, 3: a boundary, "
+     "4: dropped."},
     {"tokenize", tokenize, METH_VARARGS,
-     "tokenize(vocabulary, texts) -> (int64 ids as bytes, int64 counts as bytes, holes as "
-     "bytes: int64 (text, start, end, position) of each chunk between ASCII whitespace that "
-     "is not plain, left out of the ids and the counts, for the caller)."},
+     "tokenize(vocabulary, chars, texts) -> (int64 ids as bytes, int64 counts as bytes, holes "
+     "as bytes: int64 (text, start, end, position) of each chunk between ASCII whitespace "
+     "that is not plain or holds a character the table (or None) lacks, left out of the ids "
+     "and the counts, for the caller)."},
     {"lines", feedgpu_lines, METH_VARARGS,
-     "lines(vocabulary, data, ends, field, triggers) -> (int64 ids, int64 counts, int64 indexes "
-     "of the lines so tokenized, int64 indexes of the lines left to the caller; all as bytes): "
-     "line i is data[ends[i]:ends[i + 1]] (data bytes-like, ends an int64 buffer); "
-     "JSON lines whose document is certain and plain (_json_line.h) tokenized, in order; "
-     "blank lines in neither; a text holding a byte of triggers left to the caller."},
+     "lines(vocabulary, chars, data, ends, field, triggers) -> (int64 ids, int64 counts, "
+     "int64 indexes of the lines so tokenized, int64 indexes of the lines left to the caller; "
+     "all as bytes): line i is data[ends[i]:ends[i + 1]] (data bytes-like, ends an int64 "
+     "buffer); JSON lines whose document is certain and covered (_json_line.h; beyond ASCII, "
+     "by the table, or None) tokenized, in order; blank lines in neither; a text holding a "
+     "byte of triggers left to the caller."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -26,11 +26,40 @@ typedef struct {
     unsigned char fold[256]; /* lowercase or not */
 } Vocab;
 
+/* Characters beyond ASCII as the tokenizer's own normaliser and pre-tokenizer treat them, one
+ * by one (char_table.py learns them from HF): part of a word (its normal form's bytes), a word
+ * alone (punctuation, CJK), a word boundary, or nothing. A character not in it is a hole. */
+#define CHARS_CAPSULE "feedgpu.chars"
+enum { CHAR_WORD = 1, CHAR_ALONE = 2, CHAR_SPACE = 3, CHAR_DROP = 4 };
+
+#define CHAR_FORM_MAX 12 /* a normal form's bytes: at most three times the character's */
+
+typedef struct {
+    uint32_t cp; /* 0 marks an empty slot */
+    unsigned char kind, len, chars; /* its normal form's bytes and characters: no more
+                                       characters than the character has bytes */
+    unsigned char bytes[CHAR_FORM_MAX];
+} CharSlot;
+
+typedef struct {
+    CharSlot *slots;
+    uint32_t mask;
+} Chars;
+
+/* The table in obj (a capsule of chars()), NULL for None; NULL with an error set if neither. */
+const Chars *feedgpu_chars(PyObject *obj, int *failed);
+
 /* A plain text's ids into out (at most one a byte); -1 if the text is not plain. */
 Py_ssize_t feedgpu_text_ids(const Vocab *v, const unsigned char *s, Py_ssize_t len, int64_t *out);
 
-/* lines(vocabulary, lines, field, triggers): _json_lines.c; feedgpu_json_init before its
- * first call. (Prefixed: the module's only symbols outside its own files.) */
+/* A text's ids (valid UTF-8) into out (at most one a byte): ASCII as in feedgpu_text_ids,
+ * other characters as the table t has them; -1 if one is not in it (or t is NULL) or the text
+ * is not plain. buf: room for 3 * len bytes (a normal form may be longer than its character). */
+Py_ssize_t feedgpu_utf8_ids(const Vocab *v, const Chars *t, const unsigned char *s,
+                            Py_ssize_t len, int64_t *out, unsigned char *buf);
+
+/* lines(vocabulary, chars, data, ends, field, triggers): _json_lines.c; feedgpu_json_init
+ * before its first call. (Prefixed: the module's only symbols outside its own files.) */
 PyObject *feedgpu_lines(PyObject *self, PyObject *args);
 void feedgpu_json_init(void);
 

@@ -53,8 +53,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 # A chunk marker of another format (an older feedgpu) is redone. 3: shards by SipHash; 4:
 # records may hold blocks of documents, each block's shard picked by its first document; 5:
-# batches (which blocks are cut within) are JSON lines by bytes, no longer texts by characters.
-CHUNK_FORMAT = 5
+# batches (which blocks are cut within) are JSON lines by bytes, no longer texts by characters;
+# 6: characters beyond ASCII by the compiled step's table of HF's answers (`char_table`), where
+# tensorflow-text's path missed a few (characters newer than HF's Unicode tables).
+CHUNK_FORMAT = 6
 
 
 class TextRunner(ShardStage):

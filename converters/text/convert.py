@@ -177,9 +177,10 @@ def plan_text_dataset(
 
 def _id_counts(tokenizer: TextTokenizer, texts: list[str]) -> list[int]:
     """How many ids HF gives each text: by the compiled step where it is built (no
-    TensorFlow either), HF for the texts it cannot take whole (not plain, or holding an added
-    token). HF alone made the layout's sample of long documents a tenth of the tokenizer's
-    work in a conversion, serially (benchmarks/RESULTS.md, "Issue 29, sixth session")."""
+    TensorFlow either), HF for the texts it cannot take whole (a character its table cannot
+    hold, or an added token's text). HF alone made the layout's sample of long documents a
+    tenth of the tokenizer's work in a conversion, serially (benchmarks/RESULTS.md, "Issue 29,
+    sixth session")."""
     step = tokenizer.plain_step()
     if step is None:
         return [len(ids) for ids in tokenizer.encode_reference(texts)]

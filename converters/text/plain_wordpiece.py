@@ -1,12 +1,13 @@
-"""WordPiece ids of plain texts by feedgpu's own compiled step (`_wordpiece.c`), when built.
+"""WordPiece ids of texts by feedgpu's own compiled step (`_wordpiece.c`), when built.
 
 Most of a real corpus is plain text (printable ASCII, tab, CR, LF). For it BERT's normaliser
 is at most ASCII lowercasing and its pre-tokenizer a split at whitespace and punctuation, so
 the ids come straight from the texts' bytes, without the GIL, at several times
 tensorflow-text's speed: that op also makes every token's string and offsets, which nobody
 reads, and needs the texts copied into a tensor first (benchmarks/RESULTS.md, "Issue 29, fifth
-session"). In other texts, the chunks between ASCII whitespace that are plain (most of them)
-are tokenized here too; the rest are left to tensorflow-text and HF, as before.
+session"). Characters beyond ASCII are looked up in a table learned from HF as they turn up
+(`char_table`); a chunk between ASCII whitespace holding one the table lacks (or cannot hold)
+is left to tensorflow-text and HF, as before.
 
 Where the step is not built, or FEEDGPU_NO_NATIVE=1 is set, tensorflow-text takes every text
 (`native`).
@@ -14,9 +15,12 @@ Where the step is not built, or FEEDGPU_NO_NATIVE=1 is set, tensorflow-text take
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType
 from typing import Any
+
+from feedgpu.converters.text.char_table import CharTable, Entry
+from feedgpu.converters.text.examples import per_text_ids, splice_ids
 
 # A run of JSON lines parsed and tokenized at once (`PlainWordPiece.lines_of`, its field and
 # triggers given), from bytes and their lines' bounds (line i is data[ends[i]:ends[i + 1]],
@@ -26,8 +30,9 @@ LineIds = Callable[[bytes, Any], tuple[Any, Any, Any, Any]]
 
 
 class PlainWordPiece:
-    """A vocabulary's ids of plain text, exactly HF's BERT WordPiece (its normaliser and
-    pre-tokenizer included); chunks that are not plain are reported, not tokenized."""
+    """A vocabulary's ids of text, exactly HF's BERT WordPiece (its normaliser and
+    pre-tokenizer included); chunks holding a character not (yet) covered are reported, not
+    tokenized."""
 
     def __init__(
         self,
@@ -37,36 +42,75 @@ class PlainWordPiece:
         unknown_id: int,
         max_chars: int,
         lowercase: bool,
+        describe: Callable[[str], Entry] | None = None,
     ) -> None:
         """tokens: the vocabulary in id order; prefix: continuing pieces' ("##");
-        max_chars: a longer word is unknown_id whole (HF's max_input_chars_per_word)."""
+        max_chars: a longer word is unknown_id whole (HF's max_input_chars_per_word);
+        describe: what a character beyond ASCII is to the tokenizer
+        (`char_table.describer`), or None for plain texts only."""
         self._module = module
         self._vocab = module.build(tokens, prefix, unknown_id, max_chars, lowercase)
+        self._chars = CharTable(module.chars, describe) if describe is not None else None
+
+    def learn(self, chars: Iterable[str]) -> bool:
+        """Characters of chunks the step left (holes) taken into its table where it can hold
+        them; whether any now is (those chunks are worth tokenizing again)."""
+        return self._chars is not None and self._chars.learn(chars)
+
+    def _table(self) -> Any:
+        return self._chars.table if self._chars is not None else None
 
     def ids(self, texts: Sequence[str]) -> tuple[Any, Any, Any]:
         """The texts' ids concatenated and each text's count (int64 numpy), but for the holes:
-        each chunk between ASCII whitespace that is not plain, as rows (text, start, end,
-        where its ids go among the output's), int64 numpy of shape (holes, 4). WordPiece
-        never crosses whitespace, so a chunk's ids are the same alone or in its text."""
+        each chunk between ASCII whitespace that is not plain or holds a character the table
+        cannot hold, as rows (text, start, end, where its ids go among the output's), int64
+        numpy of shape (holes, 4). WordPiece never crosses whitespace, so a chunk's ids are
+        the same alone or in its text.
+
+        Characters new to the table are learned from the holes, and the texts that had them
+        tokenized again."""
         import numpy as np
 
-        values, lengths, holes = self._module.tokenize(self._vocab, texts)
+        values, lengths, holes = self._tokenize(texts)
+        rows = holes.tolist()
+        if not rows or not self.learn(c for t, s, e, _ in rows for c in texts[t][s:e]):
+            return values, lengths, holes
+        again = np.unique(holes[:, 0])
+        more, sizes, left = self._tokenize([texts[i] for i in again.tolist()])
+        values, lengths = splice_ids(values, lengths, again.tolist(), per_text_ids(more, sizes))
+        if len(left):  # from rows of the texts done again to rows of the batch
+            texts_at = again[left[:, 0]]
+            starts = np.cumsum(lengths) - lengths
+            left = np.column_stack(
+                [
+                    texts_at,
+                    left[:, 1:3],
+                    starts[texts_at] + left[:, 3] - (np.cumsum(sizes) - sizes)[left[:, 0]],
+                ]
+            ).astype(np.int64)
+        return values, lengths, left
+
+    def _tokenize(self, texts: Sequence[str]) -> tuple[Any, Any, Any]:
+        import numpy as np
+
+        values, lengths, holes = self._module.tokenize(self._vocab, self._table(), texts)
         return (
             np.frombuffer(values, np.int64),
             np.frombuffer(lengths, np.int64),
             np.frombuffer(holes, np.int64).reshape(-1, 4),
         )
 
-    def lines_of(self, field: str, triggers: str) -> LineIds | None:
+    def lines_of(self, field: str, triggers: str, beyond_ascii: bool = True) -> LineIds | None:
         """JSON lines parsed and tokenized at once, for one text field and one set of
         triggers (encoded once for every batch): a function of a block's bytes and its lines'
         bounds (`LineIds`) that tokenizes, in one pass without the GIL, the documents that are
-        certain and plain (`_json_line.h`: valid ASCII JSON objects whose text field is a
-        plain, non-blank string) and gives their ids concatenated, each one's count, which
-        lines they are, and which lines are left to the caller (any other line but a blank
-        one, and texts holding a character of triggers), all int64 numpy. None for a field no
-        line can name as UTF-8 (a surrogate from undecodable arguments): Python's path reads
-        those."""
+        certain and covered (`_json_line.h`: valid JSON objects whose text field is a
+        non-blank string of plain text and characters the table holds) and gives their ids
+        concatenated, each one's count, which lines they are, and which lines are left to
+        the caller (any other line but a blank one, texts holding a character of triggers,
+        and with beyond_ascii False, every text beyond ASCII), all int64 numpy. None for a
+        field no line can name as UTF-8 (a surrogate from undecodable arguments): Python's
+        path reads those."""
         import numpy as np
 
         try:
@@ -76,7 +120,8 @@ class PlainWordPiece:
         stop = "".join(c for c in triggers if c.isascii()).encode()
 
         def ids(data: bytes, ends: Any) -> tuple[Any, Any, Any, Any]:
-            found = self._module.lines(self._vocab, data, ends, name, stop)
+            table = self._table() if beyond_ascii else None  # the latest, call by call
+            found = self._module.lines(self._vocab, table, data, ends, name, stop)
             return tuple(np.frombuffer(part, np.int64) for part in found)  # type: ignore[return-value]
 
         return ids

@@ -1,12 +1,13 @@
 """Tokenizers for conversion: load tokenizer.json or vocab.txt, or train one; never download.
 
-HF `tokenizers` is the reference for every model. WordPiece vocabularies also get a fast path:
-plain text by feedgpu's compiled step where it is built (`plain_wordpiece`; in other texts,
-their plain chunks between whitespace), the rest by tensorflow-text's `FastBertTokenizer`
-(several times HF's speed: benchmarks/RESULTS.md, "Text conversion"), used only where it
-tokenizes exactly as the reference does: the few words with compatibility characters
-(ligatures, "…", roman numerals), control characters, U+FFFD or over 100 bytes go to HF
-(`redo`), and so do texts holding an added token's text (`redo.AddedTokens`).
+HF `tokenizers` is the reference for every model. BERT WordPiece vocabularies also get a fast
+path: feedgpu's compiled step where it is built (`plain_wordpiece`: ASCII from the bytes,
+other characters by a table of HF's own answers, `char_table`; the rare chunk with a
+character it cannot hold by HF), else tensorflow-text's `FastBertTokenizer` (several times
+HF's speed: benchmarks/RESULTS.md, "Text conversion"), used only where it tokenizes exactly as
+the reference does: words with compatibility characters (ligatures, "…", roman numerals),
+control characters, U+FFFD or over 100 bytes go to HF (`redo`). Texts holding an added
+token's text go to HF whole on either path (`redo.AddedTokens`).
 """
 
 from __future__ import annotations
@@ -19,58 +20,21 @@ import logging
 import os
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from feedgpu.converters.text.examples import per_text_ids, splice_ids
+from feedgpu.converters.text.char_table import describer
+from feedgpu.converters.text.examples import flat_ids, per_text_ids, splice_ids
 from feedgpu.converters.text.fast_models import fast_graphs
 from feedgpu.converters.text.native import native_module
 from feedgpu.converters.text.plain_wordpiece import LineIds, PlainWordPiece
 from feedgpu.converters.text.redo import AddedTokens, needs_reference, word_runs
+from feedgpu.converters.text.tokenizer_spec import TokenizerSpec
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import PAD_TOKENS, pad_token_id
 
 logger = logging.getLogger(__name__)
 SPECIAL_WORDPIECE = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 SPECIAL_BPE = ("<pad>", "<unk>", "<s>", "</s>")
-
-
-@dataclass(frozen=True)
-class TokenizerSpec:
-    """What `--tokenizer` asked for.
-
-    Attributes:
-        kind: "file" (tokenizer.json), "vocab" (vocab.txt) or "train".
-        path: the file, for file and vocab.
-        model: "wordpiece" or "bpe", for train.
-        vocab_size: for train.
-        lowercase: for vocab and trained WordPiece.
-    """
-
-    kind: str
-    path: str | None = None
-    model: str | None = None
-    vocab_size: int = 0
-    lowercase: bool = True
-
-    @classmethod
-    def parse(cls, text: str, lowercase: bool = True) -> TokenizerSpec:
-        """`path/tokenizer.json`, `path/vocab.txt`, or `train:wordpiece|bpe:SIZE`."""
-        if text.startswith("train:"):
-            parts = text.split(":")
-            if len(parts) != 3 or parts[1] not in ("wordpiece", "bpe") or not parts[2].isdigit():
-                raise UsageError(
-                    f"--tokenizer {text!r}: use train:wordpiece:SIZE or train:bpe:SIZE"
-                )
-            if int(parts[2]) < 100:
-                raise UsageError(f"--tokenizer {text!r}: a vocabulary needs at least 100 entries")
-            return cls("train", model=parts[1], vocab_size=int(parts[2]), lowercase=lowercase)
-        if not os.path.isfile(text):
-            raise UsageError(
-                f"--tokenizer {text}: no such file (give tokenizer.json, vocab.txt "
-                "or train:wordpiece:SIZE)"
-            )
-        return cls("file" if text.endswith(".json") else "vocab", path=text, lowercase=lowercase)
 
 
 # Tried in this order when a tokenizer has no pad token (GPT-2, Llama-style, BERT's [SEP]).
@@ -258,7 +222,8 @@ class TextTokenizer:
                     prefix, max_chars = self._wordpiece_settings()
                     vocab = (self.tokens(), prefix, self.unk_id, max_chars, self.lowercase)
                     try:
-                        self._plain = PlainWordPiece(module, *vocab)
+                        describe = describer(self.hf, self.lowercase)  # strips accents so
+                        self._plain = PlainWordPiece(module, *vocab, describe)
                     except (MemoryError, ValueError) as e:  # a vocabulary past its limits
                         logger.warning("plain texts by tensorflow-text: %s", e)
             return self._plain or None
@@ -267,8 +232,14 @@ class TextTokenizer:
         """JSON lines parsed and tokenized at once, where the compiled step is built
         (`PlainWordPiece.lines_of`); texts that may hold an added token are left to `ids`."""
         step, added = self.plain_step(), self._added
-        triggers = added.firsts if added is not None else ""
-        return step.lines_of(field, triggers) if step is not None else None
+        if step is None:
+            return None
+        if added is None:
+            return step.lines_of(field, "")
+        # A normalised added token may hide in any text beyond ASCII, one that starts with a
+        # character beyond it in such texts: those go to `ids`.
+        beyond = not added.normalized and added.firsts.isascii()
+        return step.lines_of(field, added.firsts, beyond)
 
     def fast_ids(
         self, texts: Sequence[str], plain: Sequence[bool] | None = None
@@ -276,9 +247,9 @@ class TextTokenizer:
         """The fast path's ids of texts, concatenated (int64 numpy), and each text's count;
         then which texts `needs_reference` (to redo with HF).
 
-        Plain text by the compiled step where it is built (in other texts, their plain chunks
-        between whitespace), the rest (or all) by one graph call; both hold no GIL, so other
-        threads keep working.
+        By the compiled step where it is built: its holes (chunks with a character its table
+        cannot hold, rare) by HF, exact, so none is left to redo. Otherwise by one graph call.
+        Neither holds the GIL, so other threads keep working.
         plain: texts the caller already knows to be plain (`Document.plain`), for the graph.
         """
         step = self.plain_step()
@@ -290,10 +261,10 @@ class TextTokenizer:
         if not len(holes):
             return values, lengths, []
         chunks = [texts[t][start:end] for t, start, end, _ in holes.tolist()]
-        more, sizes, unsure = self._graph_ids(chunks, None)
+        more, sizes = flat_ids(self.encode_reference(chunks))
         values = np.insert(values, np.repeat(holes[:, 3], sizes), more)  # in order, stably
         lengths = lengths + np.bincount(holes[:, 0], sizes, len(texts)).astype(np.int64)
-        return values, lengths, sorted({int(holes[i, 0]) for i in unsure})
+        return values, lengths, []
 
     def _graph_ids(
         self, texts: Sequence[str], plain: Sequence[bool] | None
