@@ -20,7 +20,7 @@ setup(
         )
         for name, sources in (
             ("_wordpiece", ["_wordpiece.c", "_json_lines.c"]),
-            ("_records", ["_records.c", "_framing.c"]),
+            ("_records", ["_records.c", "_framing.c", "_route.c"]),
         )
     ]
 )

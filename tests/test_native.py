@@ -641,6 +641,28 @@ def test_numbered_doc_ids_are_pythons(records: Any, monkeypatch: pytest.MonkeyPa
         assert all(type(name) is str for name in got)
 
 
+def test_routes_are_tensorflows(records: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Documents' shards by the step's SipHash are TensorFlow's `to_hash_bucket_strong`'s:
+    empty, ASCII and non-ASCII ids of every length around SipHash's 8-byte blocks, keys of
+    the seeds conversions use and extreme ones, and bucket counts down to one."""
+    from feedgpu.converters.text.examples import route, route_key
+
+    rng = random.Random(15)
+    ids = ["", "a", "part-000.jsonl:17", "données/é.jsonl:0", "東京" * 9]
+    ids += ["".join(chr(rng.randint(32, 0x30FF)) for _ in range(n % 40)) for n in range(400)]
+    for key in (route_key(0), route_key(12345), [0, 0], [2**63 - 1, 1]):
+        ours = route(ids, key)
+        monkeypatch.setenv(NO_NATIVE_ENV, "1")
+        assert ours.tolist() == route(ids, key).tolist()  # by TensorFlow's op
+        monkeypatch.delenv(NO_NATIVE_ENV)
+    import tensorflow as tf
+
+    for buckets in (1, 7, 1 << 62):
+        step = np.frombuffer(records.route(ids, 3, 4, buckets), np.uint64)
+        graph = tf.strings.to_hash_bucket_strong(ids, buckets, [3, 4]).numpy()
+        assert step.max() < buckets and step.tolist() == graph.astype(np.uint64).tolist()
+
+
 def test_line_bounds_are_where_readlines_cuts(
     records: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -399,6 +399,9 @@ static PyMethodDef methods[] = {
     {"line_ends", line_ends, METH_VARARGS,
      "line_ends(data) -> bytes: int64 offsets into data (bytes), 0 then each line's end (after "
      "each newline, and the end of data if its last line has none)."},
+    {"route", feedgpu_route, METH_VARARGS,
+     "route(ids, k0, k1, buckets) -> bytes: uint64 SipHash-2-4 of each id (str as UTF-8, or "
+     "bytes) under the key (k0, k1), modulo buckets: tf.strings.to_hash_bucket_strong's."},
     {"crc32c", feedgpu_crc32c, METH_VARARGS,
      "crc32c(data, hardware) -> int: CRC32C of data, by the CPU's instruction where it has one "
      "and hardware is true, else by tables (for tests of both)."},

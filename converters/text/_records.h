@@ -1,4 +1,5 @@
-/* What the `_records` module's files share: its framing entries (_framing.c). */
+/* What the `_records` module's files share: its framing (_framing.c) and routing (_route.c)
+ * entries. */
 #ifndef FEEDGPU_RECORDS_H
 #define FEEDGPU_RECORDS_H
 
@@ -10,5 +11,8 @@
 PyObject *feedgpu_frame(PyObject *self, PyObject *args);
 PyObject *feedgpu_crc32c(PyObject *self, PyObject *args);
 void feedgpu_crc_init(void);
+
+/* route(ids, k0, k1, buckets): each id's SipHash-2-4 modulo buckets (uint64s as bytes). */
+PyObject *feedgpu_route(PyObject *self, PyObject *args);
 
 #endif

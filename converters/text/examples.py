@@ -339,14 +339,19 @@ def route_key(seed: int) -> list[int]:
 def route(doc_ids: Any, key: list[int]) -> Any:
     """Each document's 62-bit keyed hash of its id (uint64 numpy), which picks its shard.
 
-    One op per batch (SipHash-2-4, without the GIL) on the tokenizer threads. Per document in
+    One call per batch (SipHash-2-4, without the GIL) on the tokenizer threads: feedgpu's
+    compiled step where it is built, else TensorFlow's op, the same values. Per document in
     Python (SHA-256 and the Python around it) it ran on the reading thread, which short
     documents keep busy (benchmarks/RESULTS.md, "Issue 16").
     """
     import numpy as np
+
+    step = native_module("_records")
+    if step is not None:
+        return np.frombuffer(step.route(doc_ids, key[0], key[1], 1 << 62), np.uint64)
     import tensorflow as tf
 
-    names = tf.convert_to_tensor(doc_ids, tf.string)  # a list of str, or a tensor of them
+    names = tf.convert_to_tensor(doc_ids, tf.string)  # a list of str
     hashed = tf.strings.to_hash_bucket_strong(names, 1 << 62, key)
     return hashed.numpy().astype(np.uint64)
 
