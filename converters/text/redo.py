@@ -36,11 +36,64 @@ def _odd_char(char: str, lowercase: bool) -> bool:
     """A character the two paths may normalise differently: decided once per character."""
     if (unicodedata.category(char)[0] == "C" and char not in "\t\n\r") or char == "\ufffd":
         return True  # BERT's normaliser drops control and format characters, and U+FFFD
+    if char >= "\x80" and (
+        _hf_normal(char, lowercase) != _unicode_normal(char, lowercase)
+        or _hf_splits(char) != unicodedata.category(char).startswith("P")
+    ):
+        return True  # HF's Unicode tables are older than Python's (and tensorflow-text's)
     return lowercase and (
         char == "Σ"  # lower() gives a final sigma by context, case folding never does
         or char.lower() != char.casefold()
         or unicodedata.normalize("NFKD", char) != unicodedata.normalize("NFD", char)
     )
+
+
+@functools.cache
+def _hf_bert_normalizer(lowercase: bool) -> Any:
+    from tokenizers.normalizers import BertNormalizer
+
+    return BertNormalizer(strip_accents=lowercase, lowercase=lowercase)
+
+
+def _hf_normal(char: str, lowercase: bool) -> str:
+    """HF's BERT normaliser on the character alone."""
+    return str(_hf_bert_normalizer(lowercase).normalize_str(char))
+
+
+def _hf_splits(char: str) -> bool:
+    """Whether HF's BERT pre-tokenizer makes the character a word of its own (punctuation)."""
+    from tokenizers.pre_tokenizers import BertPreTokenizer
+
+    return len(BertPreTokenizer().pre_tokenize_str(f"a{char}a")) == 3
+
+
+def _unicode_normal(char: str, lowercase: bool) -> str:
+    """What HF's BERT normaliser would make of a character that is not a control by Python's
+    Unicode tables (which tensorflow-text's follow more closely than HF's): a space,
+    an ideograph between spaces, or its accents stripped (NFD, marks dropped) and lowercased.
+    Where HF differs (a mark or letter newer than its tables: it keeps or drops it), the two
+    paths would too."""
+    if char.isspace():
+        return " "
+    if any(low <= ord(char) <= high for low, high in _CJK):
+        return f" {char} "
+    if not lowercase:
+        return char
+    kept = "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c) != "Mn")
+    return kept.lower()
+
+
+# The ideographs HF's normaliser puts spaces around (`handle_chinese_chars`).
+_CJK = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B920, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
 
 
 def needs_reference(text: str, lowercase: bool) -> bool:
