@@ -192,6 +192,23 @@ def test_normalised_added_tokens_keep_texts_beyond_ascii_from_the_step(module: A
     assert _per_text(*tok.ids(["Zürich café"])) == tok.encode_reference(["Zürich café"])
 
 
+def test_texts_without_utf8_are_holes_among_the_others(module: Any) -> None:
+    """A text holding a lone surrogate (no UTF-8: surrogateescape'd bytes) is one hole, whole,
+    wherever it sits in a batch, and the others' ids are HF's: the step's room for ids is not
+    shrunk by it (Python 3.13 reports such a text's size as -1)."""
+    tok = _tokenizer(True)
+    step = tok.plain_step()
+    assert step is not None
+    plain = ["a quick fox " * 4, "café 東京", "the end"]
+    texts = [*plain[:1], "\ud800", *plain[1:], "x\udcff y", "\ud800" * 38]
+    values, lengths, holes = step.ids(texts)
+    assert holes[:, :3].tolist() == [[1, 0, 1], [4, 0, 4], [5, 0, 38]]
+    counts = lengths.tolist()
+    assert [counts[i] for i in (1, 4, 5)] == [0, 0, 0]
+    kept = [ids for i, ids in enumerate(_per_text(values, lengths)) if i not in (1, 4, 5)]
+    assert kept == tok.encode_reference(plain)
+
+
 def test_threads_learning_at_once_agree(module: Any) -> None:
     """Threads tokenizing and learning at once (a conversion's tokenizer threads): each gets
     HF's ids, and the table ends the same as one thread's."""

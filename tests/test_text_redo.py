@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import string
 
@@ -63,9 +64,11 @@ def test_word_runs_give_hf_ids_for_texts_with_odd_words(
     assert sum(w != r for w, r in zip(whole, reference, strict=True)) > 50
     monkeypatch.delenv(NO_NATIVE_ENV)
     step = TextTokenizer(hf._tokenizer)
-    if step.plain_step() is not None:  # built (CI builds it: test_native.py checks)
-        values, lengths, redo = step.fast_ids(flagged)
-        assert redo == [] and [ids.tolist() for ids in per_text_ids(values, lengths)] == reference
+    if step.plain_step() is None:  # not built here: CI builds it (test_native.py checks)
+        assert not os.environ.get("CI")
+        return
+    values, lengths, _ = step.fast_ids(flagged)
+    assert [ids.tolist() for ids in per_text_ids(values, lengths)] == reference
 
 
 def test_word_runs_send_only_the_odd_words_to_hf() -> None:

@@ -265,11 +265,11 @@ static PyObject *chars(PyObject *self, PyObject *args) {
         Py_ssize_t len;
         if (!PyArg_ParseTuple(PyList_GET_ITEM(entries, i), "IIy#", &cp, &kind, &bytes, &len))
             goto fail;
-        Py_ssize_t size = cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4, chars = 0;
+        Py_ssize_t width = cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4, chars = 0;
         for (Py_ssize_t k = 0; k < len; k++) chars += (bytes[k] & 0xC0) != 0x80;
         int formed = kind == CHAR_WORD || kind == CHAR_ALONE; /* a form, or none */
         if (cp < 0x80 || cp > 0x10FFFF || kind < CHAR_WORD || kind > CHAR_DROP ||
-            len > 3 * size || chars > size || formed != (len > 0) ||
+            len > 3 * width || chars > width || formed != (len > 0) ||
             (kind == CHAR_ALONE && chars != 1)) {
             PyErr_Format(PyExc_ValueError, "not a character's entry: U+%04X", cp);
             goto fail;
@@ -444,7 +444,11 @@ static PyObject *tokenize(PyObject *self, PyObject *args) {
         }
         /* UTF-8 (kept by the str); none for one that has none (a lone surrogate): a hole */
         utf8[i] = (const unsigned char *)PyUnicode_AsUTF8AndSize(text, &sizes[i]);
-        if (!utf8[i]) PyErr_Clear();
+        if (!utf8[i]) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) goto done;
+            PyErr_Clear();
+            sizes[i] = 0; /* Python 3.13 sets -1 there, which would shrink the ids' room */
+        }
         total += sizes[i];
         if (sizes[i] > longest) longest = sizes[i];
     }
