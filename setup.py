@@ -19,8 +19,8 @@ setup(
             optional=True,
         )
         for name, sources in (
-            ("_wordpiece", ["_wordpiece.c", "_json_lines.c"]),
-            ("_records", ["_records.c", "_framing.c", "_route.c"]),
+            ("_wordpiece", ["_wordpiece.c", "_chars.c", "_texts.c", "_json_lines.c"]),
+            ("_records", ["_records.c", "_framing.c", "_route.c", "_lines.c"]),
         )
     ]
 )

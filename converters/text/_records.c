@@ -320,68 +320,6 @@ done:
     return result;
 }
 
-/* Documents' ids "prefix" + each number in decimal (a JSONL file's "name:line"), as str. */
-static PyObject *numbered(PyObject *self, PyObject *args) {
-    PyObject *prefix, *numbers_obj;
-    if (!PyArg_ParseTuple(args, "UO", &prefix, &numbers_obj)) return NULL;
-    Py_buffer numbers = {0};
-    Py_ssize_t count;
-    if (int64s(numbers_obj, &numbers, &count) < 0) return NULL;
-    PyObject *result = PyList_New(count);
-    Py_ssize_t plen = PyUnicode_GET_LENGTH(prefix);
-    int ascii = PyUnicode_IS_ASCII(prefix);
-    for (Py_ssize_t i = 0; result && i < count; i++) {
-        char buf[24], *digits = buf + sizeof buf;
-        int64_t v = ((int64_t *)numbers.buf)[i];
-        uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-        do *--digits = (char)('0' + u % 10); while (u /= 10);
-        if (v < 0) *--digits = '-';
-        int n = (int)(buf + sizeof buf - digits);
-        PyObject *name;
-        if (ascii) { /* the usual file name: one allocation, two copies */
-            name = PyUnicode_New(plen + n, 127);
-            if (name) {
-                memcpy(PyUnicode_1BYTE_DATA(name), PyUnicode_1BYTE_DATA(prefix), plen);
-                memcpy(PyUnicode_1BYTE_DATA(name) + plen, digits, n);
-            }
-        } else {
-            PyObject *tail = PyUnicode_FromStringAndSize(digits, n);
-            name = tail ? PyUnicode_Concat(prefix, tail) : NULL;
-            Py_XDECREF(tail);
-        }
-        if (!name) {
-            Py_CLEAR(result);
-            break;
-        }
-        PyList_SET_ITEM(result, i, name);
-    }
-    PyBuffer_Release(&numbers);
-    return result;
-}
-
-/* Where each line of data starts and the last one ends (after each b"\n", and at the end of
- * data if its last line has none), as int64 bytes: `raw_lines.line_bounds`, by memchr. */
-static PyObject *line_ends(PyObject *self, PyObject *args) {
-    PyObject *given; /* bytes only: nothing can change them while the GIL is released */
-    if (!PyArg_ParseTuple(args, "S", &given)) return NULL;
-    const char *s = PyBytes_AS_STRING(given), *end = s + PyBytes_GET_SIZE(given);
-    Py_ssize_t count = 1, len = PyBytes_GET_SIZE(given); /* 1: the first line's start */
-    Py_BEGIN_ALLOW_THREADS
-    for (const char *p = s; (p = memchr(p, '\n', end - p)); p++) count++;
-    Py_END_ALLOW_THREADS
-    int open = len && s[len - 1] != '\n';
-    PyObject *result = PyBytes_FromStringAndSize(NULL, (count + open) * (Py_ssize_t)sizeof(int64_t));
-    if (result) {
-        int64_t *out = (int64_t *)PyBytes_AS_STRING(result);
-        *out++ = 0;
-        Py_BEGIN_ALLOW_THREADS
-        for (const char *p = s; (p = memchr(p, '\n', end - p)); p++) *out++ = p + 1 - s;
-        Py_END_ALLOW_THREADS
-        if (open) *out = len;
-    }
-    return result;
-}
-
 static PyMethodDef methods[] = {
     {"examples", examples, METH_VARARGS,
      "examples(ids, sizes, doc_ids, labels, per_record[, before, after, starts]) -> list of "
@@ -391,12 +329,12 @@ static PyMethodDef methods[] = {
      "ids around each document's own; starts, an int64 buffer or None, where each document's "
      "own ids (its size less the special ids) begin in ids (None: one after another, all of "
      "ids)."},
-    {"numbered", numbered, METH_VARARGS,
+    {"numbered", feedgpu_numbered, METH_VARARGS,
      "numbered(prefix, numbers) -> list of str: prefix followed by each number (an int64 "
      "buffer) in decimal."},
     {"frame", feedgpu_frame, METH_VARARGS,
      "frame(records) -> bytes: the records (bytes) framed as TFRecords, one after another."},
-    {"line_ends", line_ends, METH_VARARGS,
+    {"line_ends", feedgpu_line_ends, METH_VARARGS,
      "line_ends(data) -> bytes: int64 offsets into data (bytes), 0 then each line's end (after "
      "each newline, and the end of data if its last line has none)."},
     {"route", feedgpu_route, METH_VARARGS,

@@ -1,5 +1,5 @@
-/* What the `_records` module's files share: its framing (_framing.c) and routing (_route.c)
- * entries. */
+/* What the `_records` module's files share: its framing (_framing.c), routing (_route.c) and
+ * lines' (_lines.c) entries. */
 #ifndef FEEDGPU_RECORDS_H
 #define FEEDGPU_RECORDS_H
 
@@ -14,5 +14,9 @@ void feedgpu_crc_init(void);
 
 /* route(ids, k0, k1, buckets): each id's SipHash-2-4 modulo buckets (uint64s as bytes). */
 PyObject *feedgpu_route(PyObject *self, PyObject *args);
+
+/* numbered(prefix, numbers) and line_ends(data). */
+PyObject *feedgpu_numbered(PyObject *self, PyObject *args);
+PyObject *feedgpu_line_ends(PyObject *self, PyObject *args);
 
 #endif

@@ -1,5 +1,6 @@
-/* What the WordPiece step (_wordpiece.c) shares with its JSON-lines entry (_json_lines.c): the
- * vocabulary's trie and plain text's ids. */
+/* What the WordPiece step's files share: the vocabulary's trie and text's ids (_wordpiece.c),
+ * the table of characters beyond ASCII (_chars.c), texts given as str (_texts.c) and JSON
+ * lines (_json_lines.c). */
 #ifndef FEEDGPU_WORDPIECE_H
 #define FEEDGPU_WORDPIECE_H
 
@@ -45,6 +46,25 @@ typedef struct {
     CharSlot *slots;
     uint32_t mask;
 } Chars;
+
+/* The hash of the vocabulary's trie and of the table of characters. */
+static inline uint32_t mix(uint32_t key) {
+    key ^= key >> 16;
+    key *= 0x45D9F3Bu;
+    return key ^ (key >> 16);
+}
+
+/* The character table: open addressing by code point, at most half full. */
+static inline const CharSlot *char_slot(const Chars *t, uint32_t cp) {
+    for (uint32_t i = mix(cp) & t->mask;; i = (i + 1) & t->mask) {
+        if (t->slots[i].cp == cp) return &t->slots[i];
+        if (t->slots[i].cp == 0) return NULL;
+    }
+}
+
+/* chars(entries) and tokenize(vocabulary, chars, texts): _chars.c, _texts.c. */
+PyObject *feedgpu_chars_build(PyObject *self, PyObject *args);
+PyObject *feedgpu_tokenize(PyObject *self, PyObject *args);
 
 /* The table in obj (a capsule of chars()), NULL for None; NULL with an error set if neither. */
 const Chars *feedgpu_chars(PyObject *obj, int *failed);

@@ -1,10 +1,11 @@
 """feedgpu's compiled steps for text conversion, where the package was built with them.
 
-Two small C extensions, built by setup.py: `_wordpiece` (WordPiece ids of plain texts, and of
-plain JSON lines parsed in the same pass: `plain_wordpiece`) and `_records` (serialized
-examples: `examples`; documents' ids: `batches.numbered`; TFRecord framing: `pieces`; line
+Two small C extensions, built by setup.py: `_wordpiece` (WordPiece ids of texts, characters
+beyond ASCII by a table of HF's answers, and of JSON lines parsed in the same pass:
+`plain_wordpiece`, `char_table`) and `_records` (serialized examples: `examples`; documents'
+ids: `batches.numbered`; their shards: `examples.route`; TFRecord framing: `pieces`; line
 bounds: `raw_lines`). Each gives the same result as the Python and TensorFlow path it
-replaces, faster (benchmarks/RESULTS.md, "Issue 29", fifth to seventh sessions). Without a
+replaces, faster (benchmarks/RESULTS.md, "Issue 29", fifth to eighth sessions). Without a
 C compiler at install the package installs without them and uses that path;
 FEEDGPU_NO_NATIVE=1 does the same, for comparing or ruling them out.
 """
