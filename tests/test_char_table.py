@@ -138,6 +138,30 @@ def test_characters_are_described_by_hfs_answers() -> None:
     assert cased("\u0d3b") == (WORD, "\u0d3b".encode())  # no NFD: nothing moves
 
 
+def test_the_table_refuses_entries_it_cannot_hold(module: Any) -> None:
+    """Packed entries the compiled table checks before taking: a form longer than three times
+    its character or than the room, a word alone of two characters, an unknown kind, ASCII,
+    a code point past Unicode, a torn entry: a ValueError each, never a read past them."""
+    import struct
+
+    entry = struct.Struct("<IBB12s")
+    assert module.chars(entry.pack(0xE9, WORD, 1, b"e")) is not None
+    bad = [
+        entry.pack(0xE9, WORD, 7, b"eeeeeee"),  # 2 bytes: at most 6
+        entry.pack(0xE9, WORD, 200, b"e"),  # past the entry's room
+        entry.pack(0x4E1C, ALONE, 6, "東京".encode()),
+        entry.pack(0xE9, 9, 1, b"e"),
+        entry.pack(0x41, WORD, 1, b"a"),
+        entry.pack(0x110000, DROP, 0, b""),
+        entry.pack(0xE9, SPACE, 1, b" "),  # a boundary has no form
+    ]
+    for packed in bad:
+        with pytest.raises(ValueError, match="not a character's entry"):
+            module.chars(packed)
+    with pytest.raises(ValueError, match="whole packed entries"):
+        module.chars(entry.pack(0xE9, WORD, 1, b"e")[:-1])
+
+
 def _lines(tok: TextTokenizer, lines: list[bytes]) -> tuple[Any, ...]:
     ids = tok.line_ids("text")
     assert ids is not None

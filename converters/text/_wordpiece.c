@@ -280,8 +280,9 @@ static PyMethodDef methods[] = {
     {"build", build, METH_VARARGS,
      "build(tokens, prefix, unk_id, max_chars, lowercase) -> vocabulary: tokens in id order."},
     {"chars", feedgpu_chars_build, METH_VARARGS,
-     "chars(entries) -> character table: entries (code point, kind, normal form as UTF-8) "
-     "of characters beyond ASCII; kind 1: part of a word, 2: a word alone, 3: a boundary, "
+     "chars(entries) -> character table: entries of characters beyond ASCII, packed (bytes, "
+     "18 each: code point as uint32 little-endian, kind, the normal form's length, the form "
+     "as UTF-8 padded to 12 bytes); kind 1: part of a word, 2: a word alone, 3: a boundary, "
      "4: dropped."},
     {"tokenize", feedgpu_tokenize, METH_VARARGS,
      "tokenize(vocabulary, chars, texts) -> (int64 ids as bytes, int64 counts as bytes, holes "
