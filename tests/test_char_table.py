@@ -153,10 +153,12 @@ def test_the_table_refuses_entries_it_cannot_hold(module: Any) -> None:
         entry.pack(0xE9, 9, 1, b"e"),
         entry.pack(0x41, WORD, 1, b"a"),
         entry.pack(0x110000, DROP, 0, b""),
+        entry.pack(0xD800, DROP, 0, b""),  # a surrogate is no character
         entry.pack(0xE9, SPACE, 1, b" "),  # a boundary has no form
     ]
     for packed in bad:
-        with pytest.raises(ValueError, match="not a character's entry"):
+        code = struct.unpack("<I", packed[:4])[0]
+        with pytest.raises(ValueError, match=f"not a character's entry: code point {code:#x}"):
             module.chars(packed)
     with pytest.raises(ValueError, match="whole packed entries"):
         module.chars(entry.pack(0xE9, WORD, 1, b"e")[:-1])

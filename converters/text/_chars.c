@@ -64,10 +64,11 @@ PyObject *feedgpu_chars_build(PyObject *self, PyObject *args) {
         if (len <= 3 * width) /* within the entry: counted only then */
             for (Py_ssize_t k = 0; k < len; k++) chars += (bytes[k] & 0xC0) != 0x80;
         int formed = kind == CHAR_WORD || kind == CHAR_ALONE; /* a form, or none */
-        if (cp < 0x80 || cp > 0x10FFFF || kind < CHAR_WORD || kind > CHAR_DROP ||
+        if (cp < 0x80 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || kind < CHAR_WORD ||
+            kind > CHAR_DROP ||
             len > 3 * width || chars > width || formed != (len > 0) ||
             (kind == CHAR_ALONE && chars != 1)) {
-            PyErr_Format(PyExc_ValueError, "not a character's entry: U+%04X", cp);
+            PyErr_Format(PyExc_ValueError, "not a character's entry: code point 0x%x", cp);
             goto fail;
         }
         uint32_t at = mix(cp) & t->mask;

@@ -94,9 +94,9 @@ class CharTable:
                 entry = self._describe(char)
                 if entry is None:
                     self._lacking.add(char)
-                else:
-                    self._known[char] = entry
+                else:  # packed first: an entry that cannot be packed is not known either
                     self._packed += _ENTRY.pack(ord(char), entry[0], len(entry[1]), entry[1])
+                    self._known[char] = entry
                     taken = True
             if taken:  # a new table, whole: calls running keep the one they were given
                 self.table = self._build(bytes(self._packed))
