@@ -242,9 +242,9 @@ static inline unsigned json_hex4(cursor p) {
 
 /* A text's string (json_string's, escapes as written) decoded into out (room for end - s) as
  * UTF-8, its length; -1 if it has an escape plain text cannot hold (\b, \f, a control
- * character's \u) or a lone surrogate, or DEL. *beyond: set if an escape gave a character
- * past ASCII. (A control character written as itself never passed json_string.) */
-static ptrdiff_t json_text(cursor s, cursor end, unsigned char *out, int *beyond) {
+ * character's \u) or a lone surrogate, or DEL. (A control character written as itself never
+ * passed json_string.) */
+static ptrdiff_t json_text(cursor s, cursor end, unsigned char *out) {
     ptrdiff_t n = 0;
     for (; s < end; s++) {
         unsigned char c = *s;
@@ -277,7 +277,6 @@ static ptrdiff_t json_text(cursor s, cursor end, unsigned char *out, int *beyond
             out[n++] = (unsigned char)cp;
             continue;
         }
-        *beyond = 1;
         if (cp < 0x800) {
             out[n++] = (unsigned char)(0xC0 | (cp >> 6));
         } else {

@@ -44,21 +44,20 @@ static void find_text(cursor p, cursor end, const char *field, size_t field_len,
 
 /* A found text's ids into out, its count; -1: the caller's after all (an escape or byte
  * plain text cannot hold, a character the table t lacks, blank, or a byte of stop: added
- * tokens' first characters, a string). buf: room for four times the text's raw bytes. */
+ * tokens' first characters, a string). buf: room for the text decoded and three times it
+ * for a word's normal form (four times its raw bytes); a text of ASCII alone uses none. */
 static Py_ssize_t text_of_line(const Vocab *v, const Chars *t, const Found *f,
                                const unsigned char *stop, unsigned char *buf, int64_t *out) {
     const unsigned char *text = f->text;
     Py_ssize_t len = f->len;
-    int beyond = (f->holds & JSON_BEYOND_ASCII) != 0;
     if (f->holds & JSON_ESCAPED) {
-        len = json_text(f->text, f->text + f->len, buf, &beyond);
+        len = json_text(f->text, f->text + f->len, buf);
         if (len < 0) return -1;
         text = buf;
     }
     for (const unsigned char *c = stop; *c; c++)
         if (memchr(text, *c, len)) return -1;
-    Py_ssize_t n = beyond ? feedgpu_utf8_ids(v, t, text, len, out, buf + f->len)
-                          : feedgpu_text_ids(v, text, len, out);
+    Py_ssize_t n = feedgpu_utf8_ids(v, t, text, len, out, buf + f->len);
     return n > 0 ? n : -1; /* none: blank, the caller's to skip */
 }
 

@@ -184,33 +184,6 @@ static Py_ssize_t word_ids(const Vocab *v, const unsigned char *w, Py_ssize_t le
     return n;
 }
 
-/* A plain text's ids into out (at most one a byte); -1 if the text is not plain. */
-Py_ssize_t feedgpu_text_ids(const Vocab *v, const unsigned char *s, Py_ssize_t len,
-                            int64_t *out) {
-    Py_ssize_t k = 0, n = 0;
-    while (k < len) {
-        switch (CLASS[s[k]]) {
-        case SPACE:
-            k++;
-            break;
-        case PUNCT:
-            n += word_ids(v, s + k, 1, 1, out + n);
-            k++;
-            break;
-        case WORD: {
-            Py_ssize_t e = k + 1;
-            while (e < len && CLASS[s[e]] == WORD) e++;
-            n += word_ids(v, s + k, e - k, e - k, out + n);
-            k = e;
-            break;
-        }
-        default:
-            return -1;
-        }
-    }
-    return n;
-}
-
 /* The code point at s (valid UTF-8) and its bytes. */
 static inline uint32_t utf8_char(const unsigned char *s, Py_ssize_t *size) {
     if (s[0] < 0xE0) {
@@ -240,6 +213,8 @@ Py_ssize_t feedgpu_utf8_ids(const Vocab *v, const Chars *t, const unsigned char 
                 while (e < len && CLASS[s[e]] == WORD) e++;
                 if (!w && (e == len || s[e] < 0x80)) { /* an ASCII word, whole */
                     n += word_ids(v, s + k, e - k, e - k, out + n);
+                } else if (!t) { /* it goes on past ASCII, and there is no table */
+                    return -1;
                 } else {
                     memcpy(buf + w, s + k, (size_t)(e - k));
                     w += e - k;

@@ -69,14 +69,18 @@ PyObject *feedgpu_tokenize(PyObject *self, PyObject *args);
 /* The table in obj (a capsule of chars()), NULL for None; NULL with an error set if neither. */
 const Chars *feedgpu_chars(PyObject *obj, int *failed);
 
-/* A plain text's ids into out (at most one a byte); -1 if the text is not plain. */
-Py_ssize_t feedgpu_text_ids(const Vocab *v, const unsigned char *s, Py_ssize_t len, int64_t *out);
-
-/* A text's ids (valid UTF-8) into out (at most one a byte): ASCII as in feedgpu_text_ids,
- * other characters as the table t has them; -1 if one is not in it (or t is NULL) or the text
- * is not plain. buf: room for 3 * len bytes (a normal form may be longer than its character). */
+/* A text's ids (valid UTF-8) into out (at most one a byte): printable ASCII, tab, CR and LF
+ * from its bytes, other characters as the table t has them; -1 if one is not in it (or t is
+ * NULL) or the text holds an ASCII control character or DEL. buf: room for 3 * len bytes (a
+ * normal form may be longer than its character); with t NULL, none is used. */
 Py_ssize_t feedgpu_utf8_ids(const Vocab *v, const Chars *t, const unsigned char *s,
                             Py_ssize_t len, int64_t *out, unsigned char *buf);
+
+/* A plain text's ids into out (at most one a byte); -1 if the text is not plain. */
+static inline Py_ssize_t feedgpu_text_ids(const Vocab *v, const unsigned char *s,
+                                          Py_ssize_t len, int64_t *out) {
+    return feedgpu_utf8_ids(v, NULL, s, len, out, NULL);
+}
 
 /* lines(vocabulary, chars, data, ends, field, triggers): _json_lines.c; feedgpu_json_init
  * before its first call. (Prefixed: the module's only symbols outside its own files.) */
