@@ -1,4 +1,4 @@
-"""Types of the compiled step `_wordpiece.c` (see plain_wordpiece.py)."""
+"""Types of the compiled step `_wordpiece.c` (see plain_wordpiece.py, char_table.py)."""
 
 from collections.abc import Sequence
 from typing import Any
@@ -6,7 +6,8 @@ from typing import Any
 def build(
     tokens: list[str], prefix: str, unknown_id: int, max_chars: int, lowercase: bool
 ) -> Any: ...
-def tokenize(vocabulary: Any, texts: Sequence[str]) -> tuple[bytes, bytes, bytes]: ...
+def chars(entries: bytes) -> Any: ...
+def tokenize(vocabulary: Any, chars: Any, texts: Sequence[str]) -> tuple[bytes, bytes, bytes]: ...
 def lines(
-    vocabulary: Any, data: bytes, ends: Any, field: bytes, triggers: bytes
+    vocabulary: Any, chars: Any, data: bytes, ends: Any, field: bytes, triggers: bytes
 ) -> tuple[bytes, bytes, bytes, bytes]: ...

@@ -176,19 +176,13 @@ def plan_text_dataset(
 
 
 def _id_counts(tokenizer: TextTokenizer, texts: list[str]) -> list[int]:
-    """How many ids HF gives each text: by the compiled step where it is built (no
-    TensorFlow either), HF for the texts it cannot take whole (a character its table cannot
-    hold, or an added token's text). HF alone made the layout's sample of long documents a
-    tenth of the tokenizer's work in a conversion, serially (benchmarks/RESULTS.md, "Issue 29,
-    sixth session")."""
-    step = tokenizer.plain_step()
-    if step is None:
+    """How many ids HF gives each text: `TextTokenizer.ids` where the compiled step is built
+    (it needs no TensorFlow: what the step cannot take goes to HF), else HF's. HF alone made
+    the layout's sample of long documents a tenth of the tokenizer's work in a conversion,
+    serially (benchmarks/RESULTS.md, "Issue 29, sixth session")."""
+    if tokenizer.plain_step() is None:
         return [len(ids) for ids in tokenizer.encode_reference(texts)]
-    _, lengths, holes = step.ids(texts)
-    counts = lengths.tolist()
-    odd = sorted({int(t) for t in holes[:, 0]} | set(tokenizer.typed_added(texts)))
-    for i, ids in zip(odd, tokenizer.encode_reference([texts[i] for i in odd]), strict=True):
-        counts[i] = len(ids)
+    counts: list[int] = tokenizer.ids(texts)[1].tolist()
     return counts
 
 

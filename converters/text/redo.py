@@ -60,11 +60,16 @@ def _hf_normal(char: str, lowercase: bool) -> str:
     return str(_hf_bert_normalizer(lowercase).normalize_str(char))
 
 
-def _hf_splits(char: str) -> bool:
-    """Whether HF's BERT pre-tokenizer makes the character a word of its own (punctuation)."""
+@functools.cache
+def _hf_bert_pre_tokenizer() -> Any:
     from tokenizers.pre_tokenizers import BertPreTokenizer
 
-    return len(BertPreTokenizer().pre_tokenize_str(f"a{char}a")) == 3
+    return BertPreTokenizer()
+
+
+def _hf_splits(char: str) -> bool:
+    """Whether HF's BERT pre-tokenizer makes the character a word of its own (punctuation)."""
+    return len(_hf_bert_pre_tokenizer().pre_tokenize_str(f"a{char}a")) == 3
 
 
 def _unicode_normal(char: str, lowercase: bool) -> str:

@@ -222,7 +222,8 @@ class TextTokenizer:
                     prefix, max_chars = self._wordpiece_settings()
                     vocab = (self.tokens(), prefix, self.unk_id, max_chars, self.lowercase)
                     try:
-                        describe = describer(self.hf, self.lowercase)  # strips accents so
+                        # fast_capable: accents are stripped exactly when text is lowercased
+                        describe = describer(self.hf, strips_accents=self.lowercase)
                         self._plain = PlainWordPiece(module, *vocab, describe)
                     except (MemoryError, ValueError) as e:  # a vocabulary past its limits
                         logger.warning("plain texts by tensorflow-text: %s", e)
@@ -236,8 +237,9 @@ class TextTokenizer:
             return None
         if added is None:
             return step.lines_of(field, "")
-        # A normalised added token may hide in any text beyond ASCII, one that starts with a
-        # character beyond it in such texts: those go to `ids`.
+        # Texts beyond ASCII stay with `ids` (HF's, whole) where an added token could hide in
+        # them unseen by the byte search: one HF matches after normalising (an accented
+        # spelling), or one whose first character is itself beyond ASCII.
         beyond = not added.normalized and added.firsts.isascii()
         return step.lines_of(field, added.firsts, beyond)
 
