@@ -122,10 +122,10 @@ PyObject *feedgpu_tokenize(PyObject *self, PyObject *args) {
         if (!utf8[i]) {
             n = 0;
             if (add_hole(&holes, i, 0, chars, at) < 0) failed = 1;
-        } else if (PyUnicode_IS_ASCII(text)) { /* compact ASCII: its bytes as they are */
-            n = feedgpu_text_ids(v, utf8[i], chars, out + at);
+        } else { /* whole, as most texts are taken */
+            n = feedgpu_utf8_ids(v, t, utf8[i], sizes[i], out + at, buf);
         }
-        if (n < 0) /* not plain: chunk by chunk */
+        if (n < 0) /* a character it cannot take: chunk by chunk */
             n = chunked_ids(v, t, utf8[i], sizes[i], chars, i, out + at, at, &holes, buf,
                             &failed);
         counts[i] = n;
