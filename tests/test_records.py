@@ -63,6 +63,25 @@ def test_decode_example_round_trips() -> None:
     assert parsed["label"] == [3]
 
 
+def test_packed_ids_decode_as_tensorflow_parses_them() -> None:
+    # Every varint width (1 to 10 bytes) in one packed list, as a text record's ids are.
+    ids = [0, 1, 127, 128, 2**14, 2**21, 2**28, 2**35, 2**42, 2**49, 2**56, 2**63 - 1, -1, -5]
+    ids = ids * 300
+    record = encode_example({"input_ids": ids})
+    parsed = tf.io.parse_single_example(record, {"input_ids": tf.io.VarLenFeature(tf.int64)})
+    assert decode_example(record)["input_ids"] == ids == parsed["input_ids"].values.numpy().tolist()
+
+
+@pytest.mark.parametrize("body", [b"\x80", b"\x01\xff", b"\xff" * 10 + b"\x01"])
+def test_damaged_packed_ids_are_refused(body: bytes) -> None:
+    ints = b"\x0a" + bytes([len(body)]) + body  # Int64List{value: packed}
+    feature = b"\x1a" + bytes([len(ints)]) + ints  # Feature{int64_list}
+    entry = b"\x0a\x01a\x12" + bytes([len(feature)]) + feature
+    features = b"\x0a" + bytes([len(entry)]) + entry
+    with pytest.raises(ValueError, match="varint"):
+        decode_example(b"\x0a" + bytes([len(features)]) + features)
+
+
 def test_framed_records_read_by_tensorflow(tmp_path) -> None:
     path = tmp_path / "x.tfrecord"
     payloads = [b"", b"a", b"x" * 100_000]

@@ -118,8 +118,8 @@ class Schema:
             values = decoded[f.name]
             if not f.shape and len(values) != 1:
                 raise ValueError(f"record's {f.name}: {len(values)} values, declared one")
-            for value in values:
-                _check_scalar(f, value)
+            if values:  # a decoded list's values are of one type, its wire format's
+                _check_scalar(f, values[0])
 
     def parse_spec(self) -> dict[str, Any]:
         """`tf.io.parse_example`'s spec: ragged lists, fixed scalars."""
