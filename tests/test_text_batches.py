@@ -90,3 +90,36 @@ def test_strict_names_the_first_bad_document_in_reading_order(tmp_path: Path) ->
             feedgpu.convert_text(
                 str(src), str(tmp_path / f"out{attempt}"), options, quiet=True, strict=True
             )
+
+
+def test_batch_statistics_summed_in_arrays_match_counting_each_document(tmp_path: Path) -> None:
+    # Short and long batches (the array and the pair paths) in one chunk, as a corpus of mixed
+    # lengths gives them: the pieces' counts are each document's, added up.
+    import numpy as np
+
+    from feedgpu.converters.text.pieces import ChunkWriter
+
+    rng = np.random.default_rng(3)
+    names = [f"train-{i:05d}" for i in range(5)]
+    writer = ChunkWriter(str(tmp_path), None, 0, None)  # type: ignore[arg-type]
+    expected: dict[str, dict] = {n: {"documents": 0, "doc_tokens": 0, "unknown": 0} for n in names}
+    lengths: dict[str, dict[int, int]] = {n: {} for n in names}
+    for longest in (40, 9000, 300, 20000, 60):
+        n = int(rng.integers(1, 400))
+        shards = rng.integers(0, len(names), n)
+        stored = rng.integers(0, longest, n)
+        full = stored + rng.integers(0, 3, n)
+        unknown = rng.integers(0, 2, n)
+        writer.count_batch(names, shards, full, unknown, stored)
+        for s, f, u, k in zip(shards.tolist(), full.tolist(), unknown.tolist(), stored.tolist()):
+            counts = expected[names[s]]
+            counts["documents"] += 1
+            counts["doc_tokens"] += f
+            counts["unknown"] += u
+            lengths[names[s]][k] = lengths[names[s]].get(k, 0) + 1
+        writer.pieces.update({key: {"records": 0, "bytes": 0} for key in names})
+    pieces = writer.close()
+    for key in names:
+        got = pieces[key]
+        assert {k: got[k] for k in ("documents", "doc_tokens", "unknown")} == expected[key]
+        assert got["lengths"] == dict(sorted(lengths[key].items()))
