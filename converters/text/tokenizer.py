@@ -285,8 +285,10 @@ class TextTokenizer:
         return values, lengths, unsure
 
     def encode_reference(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids without special tokens, by HF (its own threads, in batches)."""
-        return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
+        """Token ids without special tokens, by HF (its own threads, in batches); without
+        offsets where this HF can (`encode_batch_fast`, ~15% faster: nobody reads them)."""
+        encode = getattr(self.hf, "encode_batch_fast", self.hf.encode_batch)
+        return [e.ids for e in encode(list(texts), add_special_tokens=False)]
 
     def save(self, out_dir: str) -> list[str]:
         """Write tokenizer.json (and vocab.txt for WordPiece) beside the shards."""
