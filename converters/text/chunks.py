@@ -333,7 +333,7 @@ class TextRunner(ShardStage):
             # Beside the first chunk, which takes the fast path meanwhile (redone with HF if
             # the verdict is against it).
             starter = ThreadPoolExecutor(1, thread_name_prefix="feedgpu-parity")
-            self._parity = starter.submit(self.check_parity)
+            self._parity = starter.submit(self._check_and_save)
             starter.shutdown(wait=False)
         else:
             self.check_parity()  # before the runner is shipped to Beam's workers
@@ -369,12 +369,20 @@ class TextRunner(ShardStage):
         body = PieceShardBody(self.work, infos, self.schema.blocks)
         return StageOutput(body, skips, text=text_statistics(pieces), finish=self._finish)
 
+    def _check_and_save(self) -> None:
+        """The parity check, then the tokenizer saved beside the shards: on the check's own
+        thread while the chunks are tokenized, not after the shards (~2 ms of an end where
+        one core waits)."""
+        self.check_parity()
+        self.tok.save(self.plan.out_dir)
+
     def _finish(self) -> TokenizerInfo:
         """After the shards: the parity verdict (its check ran beside them) and the saved
         tokenizer, before the manifest, which names these files."""
         if self._parity is not None:
             self._parity.result()  # also when every chunk was done before: its verdict is kept
-        self.tok.save(self.plan.out_dir)
+        else:  # on Beam: checked before the chunks were shipped
+            self.tok.save(self.plan.out_dir)
         return dataclasses.replace(self.tokenizer_info, parity=self.parity)
 
 
