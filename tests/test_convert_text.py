@@ -195,17 +195,17 @@ def test_an_interrupted_run_of_another_layout_is_discarded_not_mixed(
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "cat", "0", "1"]) + "\n")
     options = TextOptions(tokenizer=str(vocab), num_shards=3)
     out = tmp_path / "out"
-    real_call, assembled = PieceShardBody.__call__, []
+    real_prepared, assembled = PieceShardBody.prepared, []
 
-    def one_shard_then_killed(self, task, sink, progress):
+    def one_shard_then_killed(self, task):  # a local run's shards are its files, renamed
         if assembled:
             raise KeyboardInterrupt  # as if killed after the first shard
         assembled.append(task.filename)
-        return real_call(self, task, sink, progress)
+        return real_prepared(self, task)
 
     with monkeypatch.context() as patch:  # a run whose rule chose a document a record
         patch.setattr(text_convert, "choose_per_record", lambda mean: 1)
-        patch.setattr(PieceShardBody, "__call__", one_shard_then_killed)
+        patch.setattr(PieceShardBody, "prepared", one_shard_then_killed)
         with pytest.raises(KeyboardInterrupt):
             convert_text(str(src), str(out), options, quiet=True)
     assert (out / assembled[0]).exists()  # a finished shard of the other layout was left

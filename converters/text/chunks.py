@@ -17,7 +17,7 @@ import os
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from feedgpu import storage
 from feedgpu.convert.commit import WORK_DIR, Progress
 from feedgpu.convert.execute import ShardStage, StageOutput
-from feedgpu.convert.plan import DatasetPlan, Skip
+from feedgpu.convert.plan import DatasetPlan, ShardTask, Skip
 from feedgpu.convert.run_options import RunOptions
 from feedgpu.converters.text.batches import Batch, Labels, iter_batches
 from feedgpu.converters.text.examples import (
@@ -40,8 +40,10 @@ from feedgpu.converters.text.parity import compare_paths
 from feedgpu.converters.text.pieces import (
     ChunkWriter,
     PieceShardBody,
+    Windows,
     text_statistics,
 )
+from feedgpu.converters.text.shard_files import ShardFiles
 from feedgpu.converters.text.sources import Document, input_bytes, iter_documents
 from feedgpu.converters.text.tokenizer import TextTokenizer
 from feedgpu.errors import InputError
@@ -55,8 +57,9 @@ logger = logging.getLogger(__name__)
 # records may hold blocks of documents, each block's shard picked by its first document; 5:
 # batches (which blocks are cut within) are JSON lines by bytes, no longer texts by characters;
 # 6: characters beyond ASCII by the compiled step's table of HF's answers (`char_table`), where
-# tensorflow-text's path missed a few (characters newer than HF's Unicode tables).
-CHUNK_FORMAT = 6
+# tensorflow-text's path missed a few (characters newer than HF's Unicode tables); 7: a local
+# run's chunks appended to the shards' files (`shard_files`), their markers without a folder.
+CHUNK_FORMAT = 7
 
 
 class TextRunner(ShardStage):
@@ -78,7 +81,7 @@ class TextRunner(ShardStage):
         self.tok, self.options = tokenizer, options
         self.labels = Labels(fractions, {name: i for i, name in enumerate(plan.label_names)})
         before, after = (list(ids) for ids in plan.tokenizer.special_ids)
-        self.before, self.after = before, after
+        self.windows = Windows(before, after, options.max_length, options.stride, tokenizer.unk_id)
         self.examples: ExampleBuilder | None = None  # one example per document: built in-graph
         if options.stride is None and options.pack is None:
             self.examples = ExampleBuilder(
@@ -105,11 +108,12 @@ class TextRunner(ShardStage):
         self.use_fast = tokenizer.fast_capable
         self.parity: dict[str, Any] = {}
         self._parity: Future[None] | None = None  # the parity check, while it runs
+        self._files: ShardFiles | None = None  # a local run's shards, appended to by chunks
         self._hf_lock = threading.Lock()  # HF batches on its own threads: one call at a time
 
     def __getstate__(self) -> dict[str, Any]:
         # Beam ships the runner after its parity check: no future, and a fresh lock there.
-        return {**self.__dict__, "_parity": None, "_hf_lock": None}
+        return {**self.__dict__, "_parity": None, "_hf_lock": None, "_files": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _hf_lock=threading.Lock())
@@ -183,35 +187,6 @@ class TextRunner(ShardStage):
         return self._shards([names[i] for i in firsts], splits), built
 
     # -- examples --------------------------------------------------------------------------
-    def _emit(self, writer: ChunkWriter, doc_id: str, key: str, label: int | None, ids: Any) -> int:
-        """One document's windows (--stride) or its ids into the packer (--pack)."""
-        import numpy as np
-
-        content = np.asarray(ids, dtype=np.int64)
-        full = len(self.before) + len(content) + len(self.after)
-        unknown = int((content == self.tok.unk_id).sum()) if self.tok.unk_id is not None else 0
-        writer.count_document(key, full, unknown)
-        extra: dict[str, Any] = {"doc_id": doc_id}
-        if label is not None:
-            extra["label"] = label
-        budget = (self.options.max_length or 0) - len(self.before) - len(self.after)
-        if self.options.max_length is None:
-            windows = [content]
-        elif self.options.stride is None:
-            windows = [content[:budget]]
-        else:
-            step = budget - self.options.stride
-            starts = range(0, max(1, len(content) - self.options.stride), step)
-            windows = [content[s : s + budget] for s in starts]
-        for number, window in enumerate(windows):
-            ids_out = np.concatenate([self.before, window, self.after]).astype(np.int64)
-            if self.options.stride is not None:
-                extra["window"] = number
-            if self.options.pack is None:
-                extra["length"] = len(ids_out)
-            writer.add(key, ids_out, dict(extra))
-        return full
-
     def _emit_batch(self, writer: ChunkWriter, batch: Batch, encoded: Any) -> int:
         """A batch's examples into their shards' pieces, with its statistics."""
         import numpy as np
@@ -221,7 +196,7 @@ class TextRunner(ShardStage):
             per_doc = per_text_ids(*built)
             keys = [self.names[i] for i in shards.tolist()]
             rows = zip(batch.doc_ids, keys, batch.labels, per_doc, strict=True)
-            return sum(self._emit(writer, *row) for row in rows)
+            return sum(self.windows.emit(writer, *row) for row in rows)
         if built.records and not writer.pieces:  # made in-graph, not by schema.encode: a
             # chunk's first record is checked (decoding a block in Python takes milliseconds,
             # too long for every batch: benchmarks/RESULTS.md, "Issue 29")
@@ -233,16 +208,14 @@ class TextRunner(ShardStage):
         return int(full.sum())
 
     def run_chunk(self, index: int, on_progress: Progress, run: RunOptions) -> dict[str, Any]:
-        """Tokenize one chunk into a folder of its own, then commit it with its marker.
-
-        Each attempt writes a fresh folder and the marker (written atomically, last) names
-        it: no folder is ever renamed (object stores such as gs:// cannot), and two attempts
-        at one chunk (a Beam retry) cannot mix their pieces.
-        """
-        folder = f"chunk-{index:05d}.{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp = storage.join(self.work, folder)
-        storage.makedirs(tmp)
-        writer = ChunkWriter(tmp, self.options.pack, self.pad_id, self.schema)
+        """Tokenize one chunk, appended to the shards' files (a local run: `shard_files`)
+        or into a fresh folder of its own that its marker (written atomically, last) names:
+        no folder is renamed (gs:// cannot), and two attempts (Beam's) never mix pieces."""
+        folder = None if self._files else f"chunk-{index:05d}.{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        if self._files is not None:  # cut back to the chunks kept
+            self._files.begin()
+        storage.makedirs(tmp := storage.join(self.work, folder or ""))
+        writer = ChunkWriter(tmp, self.options.pack, self.pad_id, self.schema, self._files)
         skips: list[Skip] = []
         tokens = 0
         fast_used = False
@@ -310,6 +283,8 @@ class TextRunner(ShardStage):
             "folder": folder,
         }
         storage.write_atomic(self._marker(index), json.dumps(info).encode())
+        if self._files is not None:
+            self._files.kept(pieces)
         return info
 
     def _marker(self, index: int) -> str:
@@ -326,9 +301,14 @@ class TextRunner(ShardStage):
         same = info.get("tokenizer") == self.tok.identity and info.get("format") == CHUNK_FORMAT
         return info if same else None  # a chunk from another tokenizer or version: redone
 
-    def run(self, run: RunOptions, on_progress: Progress) -> StageOutput:
+    def run(
+        self, run: RunOptions, on_progress: Progress, todo: Sequence[ShardTask] = ()
+    ) -> StageOutput:
         """Tokenize every chunk not finished by an earlier run (on Beam workers when `run`
-        says so), then yield how the shards are assembled from their pieces."""
+        says so), then yield how the shards are assembled from their pieces (locally, the
+        shards of todo appended to as the chunks are tokenized: `shard_files`)."""
+        if not run.on_beam and not storage.is_remote(self.work):
+            self._files = ShardFiles(self.work, (f"{t.split}-{t.index:05d}" for t in todo))
         if not run.on_beam:
             # Beside the first chunk, which takes the fast path meanwhile (redone with HF if
             # the verdict is against it).
@@ -347,8 +327,12 @@ class TextRunner(ShardStage):
         infos = []
         for index in range(len(self.chunks)):
             info = self._chunk_info(index)
+            if info is not None and self._files is not None and not self._files.keep(info):
+                info = None  # the files lost its bytes (or a chunk before it was redone)
             if info is None:
                 info = self.run_chunk(index, on_progress, run)
+                if self._files is not None and index + 1 < len(self.chunks):
+                    self._files.write_behind()
             else:  # finished by an earlier run (or by Beam workers)
                 documents = sum(p["documents"] for p in info.get("pieces", {}).values())
                 on_progress(documents, int(info.get("tokens", 0)))
@@ -366,7 +350,9 @@ class TextRunner(ShardStage):
                 "--text-field/--label-field or the files' encoding, and see the reasons "
                 "with --strict"
             )
-        body = PieceShardBody(self.work, infos, self.schema.blocks)
+        if self._files is not None:
+            self._files.close()
+        body = PieceShardBody(self.work, infos, self.schema.blocks, self._files)
         return StageOutput(body, skips, text=text_statistics(pieces), finish=self._finish)
 
     def _check_and_save(self) -> None:

@@ -17,6 +17,7 @@ from feedgpu.convert.commit import Progress, ShardResult
 from feedgpu.convert.plan import ShardTask
 from feedgpu.convert.summary import Summary
 from feedgpu.converters.text.native import native_module
+from feedgpu.converters.text.shard_files import ShardFiles
 from feedgpu.format.manifest import TextStatistics
 from feedgpu.format.records import Writable, frame_records
 from feedgpu.format.schema import Schema
@@ -29,12 +30,14 @@ DENSE_CELLS = 1 << 16
 
 @dataclass
 class ChunkWriter:
-    """Piece files of one chunk, one per (split, shard), with their statistics."""
+    """Piece files of one chunk, one per (split, shard), with their statistics; or with
+    files, the chunk's records appended to its shards' files (`shard_files`)."""
 
     folder: str
     pack: int | None
     pad_id: int
     schema: Schema
+    files: ShardFiles | None = None
     handles: dict[str, Any] = field(default_factory=dict)
     pieces: dict[str, dict[str, Any]] = field(default_factory=dict)
     lengths: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
@@ -54,8 +57,11 @@ class ChunkWriter:
     def _append(self, key: str, records: Sequence[bytes]) -> None:
         """Records onto one piece: one framed write."""
         if key not in self.handles:
-            path = storage.join(self.folder, f"{key}.rec")
-            self.handles[key] = storage.open_file(path, "wb")
+            if self.files is not None:  # appended to its shard's file
+                self.handles[key] = self.files.handle(key)
+            else:
+                path = storage.join(self.folder, f"{key}.rec")
+                self.handles[key] = storage.open_file(path, "wb")
             self.pieces[key] = {"records": 0, "bytes": 0}
         step = native_module("_records")  # the same bytes, CRC32C by the CPU's instruction
         data = step.frame(records) if step is not None else frame_records(records)
@@ -173,8 +179,11 @@ class ChunkWriter:
         for key, buffer in self.packers.items():
             if buffer[0]:
                 self._emit_packed(key, buffer)
-        for handle in self.handles.values():
-            handle.close()
+        if self.files is not None:  # the files stay open for the next chunk
+            self.files.flush()
+        else:
+            for handle in self.handles.values():
+                handle.close()
         return {
             k: {
                 **v,
@@ -187,32 +196,90 @@ class ChunkWriter:
         }
 
 
+@dataclass(frozen=True)
+class Windows:
+    """Examples of one document at a time, for --stride (its windows) and --pack (its ids into
+    the packer): special tokens around each, truncation, the document's statistics."""
+
+    before: list[int]
+    after: list[int]
+    max_length: int | None
+    stride: int | None
+    unk_id: int | None
+
+    def emit(self, writer: ChunkWriter, doc_id: str, key: str, label: int | None, ids: Any) -> int:
+        """One document's examples into writer (its shard's piece: key); its ids as tokenized."""
+        import numpy as np
+
+        content = np.asarray(ids, dtype=np.int64)
+        full = len(self.before) + len(content) + len(self.after)
+        unknown = int((content == self.unk_id).sum()) if self.unk_id is not None else 0
+        writer.count_document(key, full, unknown)
+        extra: dict[str, Any] = {"doc_id": doc_id}
+        if label is not None:
+            extra["label"] = label
+        budget = (self.max_length or 0) - len(self.before) - len(self.after)
+        if self.max_length is None:
+            windows = [content]
+        elif self.stride is None:
+            windows = [content[:budget]]
+        else:
+            step = budget - self.stride
+            starts = range(0, max(1, len(content) - self.stride), step)
+            windows = [content[s : s + budget] for s in starts]
+        for number, window in enumerate(windows):
+            ids_out = np.concatenate([self.before, window, self.after]).astype(np.int64)
+            if self.stride is not None:
+                extra["window"] = number
+            if writer.pack is None:
+                extra["length"] = len(ids_out)
+            writer.add(key, ids_out, dict(extra))
+        return full
+
+
 class PieceShardBody:
-    """A text shard's records: its pieces, concatenated in chunk order (a `ShardBody`).
+    """A text shard's records: its pieces, concatenated in chunk order (a `ShardBody`); or
+    where the run appended them to its shards' files, that file (`prepared`).
 
     Attributes:
         work: the run's work folder, holding each chunk's piece folder.
         infos: each chunk's marker (its folder, and per piece: records, bytes, lengths).
         blocks: records hold blocks of documents: the shard's examples are its documents.
+        files: the shards' files a local run appended to, closed (None: piece folders).
     """
 
-    def __init__(self, work: str, infos: list[dict[str, Any]], blocks: bool = False) -> None:
-        self.work, self.infos, self.blocks = work, infos, blocks
+    def __init__(
+        self,
+        work: str,
+        infos: list[dict[str, Any]],
+        blocks: bool = False,
+        files: ShardFiles | None = None,
+    ) -> None:
+        self.work, self.infos, self.blocks, self.files = work, infos, blocks, files
 
     def __call__(self, task: ShardTask, out: Writable, progress: Progress | None) -> ShardResult:
         key = f"{task.split}-{task.index:05d}"
-        result = ShardResult(task.filename, task.split, task.index, 0, 0)
-        pieces = []
         for info in self.infos:
-            piece = info.get("pieces", {}).get(key)
-            if not piece:
-                continue
-            path = storage.join(self.work, info["folder"], f"{key}.rec")
-            with storage.open_file(path, "rb") as f:
-                shutil.copyfileobj(f, out, 1 << 20)
+            if info.get("pieces", {}).get(key):
+                path = storage.join(self.work, info["folder"], f"{key}.rec")
+                with storage.open_file(path, "rb") as f:
+                    shutil.copyfileobj(f, out, 1 << 20)
+        return self._result(task)
+
+    def prepared(self, task: ShardTask) -> tuple[str, ShardResult] | None:
+        """The file holding the shard whole, and its result; None if it is to be written."""
+        key = f"{task.split}-{task.index:05d}"
+        if self.files is None or task.indexed or key not in self.files.sizes:
+            return None
+        return self.files.path(key), self._result(task)
+
+    def _result(self, task: ShardTask) -> ShardResult:
+        key = f"{task.split}-{task.index:05d}"
+        result = ShardResult(task.filename, task.split, task.index, 0, 0)
+        pieces = [p for info in self.infos if (p := info.get("pieces", {}).get(key))]
+        for piece in pieces:
             result.num_records += piece["records"]
             result.num_bytes += piece["bytes"]
-            pieces.append(piece)
         summary = Summary()
         summary.add_counts("example_length", merge_lengths(pieces))
         result.stats = summary.to_json()

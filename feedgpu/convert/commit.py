@@ -83,6 +83,17 @@ def write_shard(
     return result
 
 
+def adopt_shard(task: ShardTask, path: str, result: ShardResult, out_dir: str) -> ShardResult:
+    """Commit a shard already written whole at path (a local text run's, appended to as
+    its chunks were tokenized) as `write_shard` commits one: its result saved beside it, then
+    renamed to its final name."""
+    storage.write_atomic(
+        sidecar_path(out_dir, task.filename), json.dumps(result.to_json()).encode()
+    )
+    storage.replace(path, storage.join(out_dir, task.filename))
+    return result
+
+
 def sidecar_path(out_dir: str, filename: str) -> str:
     """Where a finished shard's `ShardResult` is kept until the manifest is written."""
     return storage.join(out_dir, WORK_DIR, f"{filename}.json")

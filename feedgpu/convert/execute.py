@@ -12,7 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from feedgpu import storage
-from feedgpu.convert.commit import Progress, ShardBody, ShardResult, write_shard
+from feedgpu.convert.commit import (
+    Progress,
+    ShardBody,
+    ShardResult,
+    adopt_shard,
+    write_shard,
+)
 from feedgpu.convert.plan import ShardTask, Skip
 from feedgpu.convert.pool import ItemShardBody, ShardPool
 from feedgpu.convert.run_options import RunOptions
@@ -47,8 +53,11 @@ class ShardStage(abc.ABC):
     resumably), on the executor `run` names; it yields the shards' body."""
 
     @abc.abstractmethod
-    def run(self, run: RunOptions, on_progress: Progress) -> StageOutput:
-        """Do the work (or find it done by an earlier run) and say how shards are written."""
+    def run(
+        self, run: RunOptions, on_progress: Progress, todo: Sequence[ShardTask] = ()
+    ) -> StageOutput:
+        """Do the work (or find it done by an earlier run) and say how shards are written;
+        todo: the shards still to be written (an earlier run may have written the others)."""
 
 
 @contextlib.contextmanager
@@ -78,7 +87,7 @@ class ShardWriter:
     ) -> tuple[StageOutput, list[ShardResult]]:
         """The stage's output (or the body's), and the results of the shards of `todo`."""
         if isinstance(self.work, ShardStage):
-            output = self.work.run(self.run, on_progress)
+            output = self.work.run(self.run, on_progress, todo)
         else:
             output = StageOutput(self.work, counted=False)
         quiet: Progress = lambda items, measured: None  # noqa: E731
@@ -103,8 +112,15 @@ class ShardWriter:
         # flushed all at the end (finalize), a text conversion's shards waited for the disk
         # after the last was written (38 ms after tokenizing of a 50 MB conversion's 360 here,
         # 28 on four threads; benchmarks/RESULTS.md, "Issue 29, seventh session").
+        prepared = getattr(body, "prepared", None)
+
         def written(task: ShardTask) -> ShardResult:
-            result = write_shard(task, body, out_dir)
+            made = prepared(task) if prepared is not None else None
+            if made is not None:  # written whole already (a local text run's): renamed
+                path, result = made
+                result = adopt_shard(task, path, result, out_dir)
+            else:
+                result = write_shard(task, body, out_dir)
             storage.sync_files([storage.join(out_dir, task.filename)])
             return result
 

@@ -1,0 +1,121 @@
+"""A local text run's shards written as its chunks are tokenized: each chunk's records appended
+to one file per shard in the work folder, in chunk order, each file renamed into place at the
+end (`commit.adopt_shard`).
+
+Piece files (one per chunk and shard, `pieces.ChunkWriter`'s folders) were concatenated into
+the shards after the last chunk: every byte of output copied once more while one core waited,
+and the output on disk twice meanwhile. Here a chunk's marker records the bytes it appended to
+each shard, so a resumed run cuts each file back to the chunks it keeps and redoes the rest,
+with the same bytes. Object stores cannot append or cut, and Beam's workers tokenize chunks
+apart: both keep piece folders, which a local run that resumes theirs appends whole.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import IO, Any
+
+from feedgpu import storage
+
+SUFFIX = ".shard"
+_SYNC = ThreadPoolExecutor(1, thread_name_prefix="feedgpu-sync")  # one flush at a time
+
+
+class ShardFiles:
+    """The shards' files of a local run and the bytes the chunks kept so far put in each.
+
+    Args:
+        work: the run's work folder (local).
+        keys: the shards' piece keys ("train-00003"), those still to be written.
+    """
+
+    def __init__(self, work: str, keys: Iterable[str]) -> None:
+        self.work = work
+        self.sizes = dict.fromkeys(keys, 0)
+        self._open: dict[str, IO[bytes]] = {}
+        self._syncing: Future[Any] | None = None
+
+    def path(self, key: str) -> str:
+        return os.path.join(self.work, key + SUFFIX)
+
+    def keep(self, info: dict[str, Any]) -> bool:
+        """A chunk an earlier run finished (its marker's info): kept if the files hold its
+        records after the chunks kept before it (appended now if it wrote a piece folder);
+        False if it must be redone (the files lost its bytes)."""
+        pieces = {k: p for k, p in info.get("pieces", {}).items() if k in self.sizes}
+        if info.get("folder"):  # Beam's: appended whole, after the chunks kept
+            self.begin()
+            for key in pieces:
+                with open(os.path.join(self.work, info["folder"], key + ".rec"), "rb") as f:
+                    shutil.copyfileobj(f, self.handle(key), 1 << 20)
+        elif any(_size(self.path(k)) < self.sizes[k] + p["bytes"] for k, p in pieces.items()):
+            return False
+        self.kept(pieces)
+        return True
+
+    def kept(self, pieces: dict[str, Any]) -> None:
+        """A chunk's pieces (bytes per shard) counted as kept."""
+        for key, piece in pieces.items():
+            if key in self.sizes:
+                self.sizes[key] += piece["bytes"]
+
+    def begin(self) -> None:
+        """Before a chunk is written: every file cut back to the chunks kept, so what an
+        attempt killed or redone appended after them is gone."""
+        for key, size in self.sizes.items():
+            handle = self._open.get(key)
+            if handle is not None:
+                handle.flush()
+                handle.truncate(size)
+            elif _size(self.path(key)) > size:
+                os.truncate(self.path(key), size)
+
+    def handle(self, key: str) -> IO[bytes]:
+        """The file a shard's records are appended to (a shard not to be written: a scratch
+        file of its own, removed with the work folder)."""
+        if key not in self._open:
+            name = key + SUFFIX if key in self.sizes else key + ".unused"
+            self._open[key] = storage.open_file(os.path.join(self.work, name), "ab")
+        return self._open[key]
+
+    def flush(self) -> None:
+        """Everything appended handed to the OS (a chunk's marker is written after)."""
+        for handle in self._open.values():
+            handle.flush()
+
+    def write_behind(self) -> None:
+        """What the chunks appended so far sent on to the disk in the background (unless the
+        last such flush still runs): the shards are flushed before the manifest is written,
+        and what is on disk by then is not waited for while one core idles."""
+        self.flush()
+        if self._syncing is None or self._syncing.done():
+            self._syncing = _SYNC.submit(_sync, [h.fileno() for h in self._open.values()])
+
+    def close(self) -> None:
+        """Every file closed at the chunks' bytes exactly (made, empty, for a shard no chunk
+        wrote to): each is its shard."""
+        self.begin()
+        if self._syncing is not None:
+            self._syncing.result()
+        for handle in self._open.values():
+            handle.close()
+        self._open.clear()
+        for key in self.sizes:
+            if not os.path.exists(self.path(key)):
+                with open(self.path(key), "ab"):
+                    pass
+
+
+def _sync(fds: list[int]) -> None:
+    for fd in fds:
+        os.fdatasync(fd)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0

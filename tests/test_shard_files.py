@@ -1,0 +1,143 @@
+"""A local text run appends each chunk's records to its shards' files: resumed after any stop,
+from piece folders (Beam's) or from files that lost bytes, it gives the uninterrupted bytes."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from feedgpu.converters.text import chunks
+from feedgpu.converters.text.chunks import TextRunner
+from feedgpu.converters.text.convert import TextOptions, convert_text
+from feedgpu.converters.text.pieces import PieceShardBody
+from feedgpu.converters.text.shard_files import SUFFIX, ShardFiles
+
+WORK = ".feedgpu-work"
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> tuple[Path, TextOptions]:
+    """Four JSONL files of short documents (a chunk each) and a vocabulary for them."""
+    rng = random.Random(5)
+    words = ["a", "cat", "sat", "on", "the", "mat", "dog", "ran"]
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in range(4):
+        lines = [
+            json.dumps({"text": " ".join(rng.choices(words, k=rng.randint(1, 30)))})
+            for _ in range(300)
+        ]
+        (src / f"part-{f}.jsonl").write_text("\n".join(lines) + "\n")
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *words]) + "\n")
+    options = TextOptions(tokenizer=str(vocab), num_shards=3, chunk_mb=0.01, docs_per_record=1)
+    return src, options  # a record per document: every chunk writes to every shard
+
+
+def same_dataset(a: Path, b: Path) -> None:
+    names = sorted(p.name for p in a.iterdir())
+    assert names == sorted(p.name for p in b.iterdir())
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def stopped_at_chunk(monkeypatch, stop: int) -> None:
+    """Runs that stop (as if killed) when they reach chunk `stop`."""
+    real = TextRunner.run_chunk
+
+    def run_chunk(self, index, on_progress, run):
+        if index == stop:
+            raise KeyboardInterrupt
+        return real(self, index, on_progress, run)
+
+    monkeypatch.setattr(TextRunner, "run_chunk", run_chunk)
+
+
+def test_a_run_resumed_from_beams_piece_folders_appends_them(
+    tmp_path: Path, corpus, monkeypatch
+) -> None:
+    src, options = corpus
+    with monkeypatch.context() as patch:  # chunks written as piece folders, as Beam's are
+        patch.setattr(chunks, "ShardFiles", lambda work, keys: None)
+        stopped_at_chunk(patch, 2)
+        with pytest.raises(KeyboardInterrupt):
+            convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
+    work = tmp_path / "out" / WORK
+    assert len([p for p in work.iterdir() if p.is_dir()]) == 2  # two chunks' piece folders
+    convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
+    convert_text(str(src), str(tmp_path / "clean"), options, quiet=True)
+    same_dataset(tmp_path / "out", tmp_path / "clean")
+
+
+def test_shard_files_that_lost_bytes_redo_their_chunks(tmp_path: Path, corpus, monkeypatch):
+    src, options = corpus
+    with monkeypatch.context() as patch:
+        stopped_at_chunk(patch, 3)
+        with pytest.raises(KeyboardInterrupt):
+            convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
+    work = tmp_path / "out" / WORK
+    files = sorted(work.glob(f"*{SUFFIX}"))
+    assert len(files) == 3 and not [p for p in work.iterdir() if p.is_dir()]
+    first = json.loads((work / "chunk-00000.json").read_text())["pieces"]
+    damaged = files[1]  # cut inside chunk 1's records: chunks 1 and 2 are redone, 0 kept
+    damaged.write_bytes(damaged.read_bytes()[: first[damaged.stem]["bytes"] + 5])
+    redone: list[int] = []
+    real = TextRunner.run_chunk
+
+    def counted(self, index, on_progress, run):
+        redone.append(index)
+        return real(self, index, on_progress, run)
+
+    monkeypatch.setattr(TextRunner, "run_chunk", counted)
+    convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
+    assert redone == [1, 2, 3]
+    convert_text(str(src), str(tmp_path / "clean"), options, quiet=True)
+    same_dataset(tmp_path / "out", tmp_path / "clean")
+
+
+def test_a_run_stopped_among_the_renames_resumes_without_tokenizing(
+    tmp_path: Path, corpus, monkeypatch
+) -> None:
+    src, options = corpus
+    real_prepared, adopted = PieceShardBody.prepared, []
+
+    def one_then_stopped(self, task):
+        if adopted:
+            raise KeyboardInterrupt
+        adopted.append(task.filename)
+        return real_prepared(self, task)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(PieceShardBody, "prepared", one_then_stopped)
+        with pytest.raises(KeyboardInterrupt):
+            convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
+    assert (tmp_path / "out" / adopted[0]).exists()
+    redone: list[int] = []
+    real = TextRunner.run_chunk
+    monkeypatch.setattr(
+        TextRunner, "run_chunk", lambda self, i, *a: redone.append(i) or real(self, i, *a)
+    )
+    convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
+    assert redone == []  # every chunk kept: the renamed shard is not looked for in the files
+    convert_text(str(src), str(tmp_path / "clean"), options, quiet=True)
+    same_dataset(tmp_path / "out", tmp_path / "clean")
+
+
+def test_begin_cuts_what_an_attempt_appended_after_the_kept_chunks(tmp_path: Path) -> None:
+    files = ShardFiles(str(tmp_path), ["train-00000", "train-00001"])
+    files.handle("train-00000").write(b"kept")
+    files.flush()
+    files.kept({"train-00000": {"bytes": 4}})
+    files.handle("train-00000").write(b"lost")
+    files.handle("train-00001").write(b"lost too")
+    files.handle("test-00000").write(b"a shard written before: scratch")
+    files.begin()
+    files.handle("train-00000").write(b"+again")
+    files.kept({"train-00000": {"bytes": 6}})
+    files.close()
+    assert Path(files.path("train-00000")).read_bytes() == b"kept+again"
+    assert Path(files.path("train-00001")).read_bytes() == b""
+    assert not Path(files.path("test-00000")).exists()
