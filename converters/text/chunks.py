@@ -331,8 +331,6 @@ class TextRunner(ShardStage):
                 info = None  # the files lost its bytes (or a chunk before it was redone)
             if info is None:
                 info = self.run_chunk(index, on_progress, run)
-                if self._files is not None and index + 1 < len(self.chunks):
-                    self._files.write_behind()
             else:  # finished by an earlier run (or by Beam workers)
                 documents = sum(p["documents"] for p in info.get("pieces", {}).values())
                 on_progress(documents, int(info.get("tokens", 0)))

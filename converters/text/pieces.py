@@ -66,6 +66,8 @@ class ChunkWriter:
         step = native_module("_records")  # the same bytes, CRC32C by the CPU's instruction
         data = step.frame(records) if step is not None else frame_records(records)
         self.handles[key].write(data)
+        if self.files is not None:
+            self.files.appended(len(data))
         self.pieces[key]["bytes"] += len(data)
         self.pieces[key]["records"] += len(records)
 
