@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from feedgpu import storage
 from feedgpu.convert.commit import WORK_DIR, ShardResult
@@ -79,7 +81,7 @@ def finalize(
         versions={
             "feedgpu": __version__,
             "python": sys.version.split()[0],
-            **_library_versions(),
+            **library_versions_soon().result(),
         },
         tokenizer=output.tokenizer or plan.tokenizer,
         text=output.text,
@@ -91,6 +93,23 @@ def finalize(
     manifest.write(out)
     storage.remove(storage.join(out, WORK_DIR))
     return manifest
+
+
+def library_versions_soon() -> Future[dict[str, str]]:
+    """The manifest's library versions, looked up on a thread of their own (once a process):
+    importlib.metadata takes ~20 ms at its first use, which a conversion would otherwise
+    spend at its very end, with one core waiting."""
+    global _VERSIONS
+    with _VERSIONS_LOCK:
+        if _VERSIONS is None:
+            pool = ThreadPoolExecutor(1, thread_name_prefix="feedgpu-versions")
+            _VERSIONS = pool.submit(_library_versions)
+            pool.shutdown(wait=False)  # its thread ends with the lookup
+        return _VERSIONS
+
+
+_VERSIONS: Future[dict[str, str]] | None = None
+_VERSIONS_LOCK = threading.Lock()
 
 
 def _library_versions() -> dict[str, str]:

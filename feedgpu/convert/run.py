@@ -17,7 +17,7 @@ from typing import Any
 from feedgpu import storage
 from feedgpu.convert.commit import WORK_DIR, ShardBody, load_finished
 from feedgpu.convert.execute import ShardStage, ShardWriter, shard_writer
-from feedgpu.convert.finalize import finalize
+from feedgpu.convert.finalize import finalize, library_versions_soon
 from feedgpu.convert.plan import DatasetPlan
 from feedgpu.convert.run_options import RunOptions
 from feedgpu.errors import DatasetError
@@ -163,6 +163,7 @@ def write_dataset(
         DatasetError: out_dir holds something else and overwrite is False.
         InputError: with strict, a bad input; unless allow_skips, too little kept (`check_kept`).
     """
+    library_versions_soon()  # the manifest's, looked up meanwhile
     with shard_writer(work, run) as writer:
         first = time.perf_counter() if started is None else started
         timed = started is not None or not isinstance(plan, DatasetPlan)  # planning's time known
