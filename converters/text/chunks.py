@@ -241,14 +241,13 @@ class TextRunner(ShardStage):
             return emitted
 
         # Tokenizing runs on worker threads (TF and HF release the GIL) while this thread reads.
-        # Two a core: each alternates Python (holding the GIL) and graph calls (TensorFlow's
-        # own threads, one a core, do the work), so with one a core those threads sat idle
-        # whenever both were in Python; more a core measured no better (benchmarks/RESULTS.md,
-        # "two threads a core"). One a core where the compiled step takes most lines was 3%
-        # faster there, and 5% slower on a corpus of non-ASCII text ("Issue 29, seventh
-        # session"): kept at two.
+        # One a core with the compiled step (the work is its own, without the GIL); without
+        # it, two a core: each alternates Python (holding the GIL) and graph calls
+        # (TensorFlow's own threads do the work), so with one a core those threads sat idle
+        # whenever both were in Python (benchmarks/RESULTS.md, "two threads a core"; "Issue
+        # 29, ninth session" for one a core: 2-4% faster, non-ASCII text no slower now).
         workers = run.worker_count()
-        with ThreadPoolExecutor(2 * workers) as pool:
+        with ThreadPoolExecutor(workers * (1 if self.tok.plain_step() else 2)) as pool:
             pending: list[Any] = []
 
             def submit(items: Batch) -> None:
