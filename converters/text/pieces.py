@@ -67,7 +67,7 @@ class ChunkWriter:
         data = step.frame(records) if step is not None else frame_records(records)
         self.handles[key].write(data)
         if self.files is not None:
-            self.files.appended(len(data))
+            self.files.appended(key, len(data))
         self.pieces[key]["bytes"] += len(data)
         self.pieces[key]["records"] += len(records)
 

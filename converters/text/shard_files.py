@@ -22,7 +22,7 @@ from feedgpu import storage
 
 SUFFIX = ".shard"
 _SYNC = ThreadPoolExecutor(1, thread_name_prefix="feedgpu-sync")  # one flush at a time
-WRITE_BEHIND = 8 << 20
+WRITE_BEHIND = 4 << 20
 
 
 class ShardFiles:
@@ -38,7 +38,8 @@ class ShardFiles:
         self.sizes = dict.fromkeys(keys, 0)
         self._open: dict[str, IO[bytes]] = {}
         self._syncing: Future[Any] | None = None
-        self._unsynced = 0  # bytes appended since the last flush to disk began
+        self._unsynced = 0  # bytes appended since the last flush to disk began, to these:
+        self._dirty: set[str] = set()
 
     def path(self, key: str) -> str:
         return os.path.join(self.work, key + SUFFIX)
@@ -88,17 +89,20 @@ class ShardFiles:
         for handle in self._open.values():
             handle.flush()
 
-    def appended(self, size: int) -> None:
-        """size bytes were appended: every WRITE_BEHIND bytes, what is appended so far is
-        sent on to the disk in the background (unless the last such flush still runs). The
-        shards are flushed before the manifest is written; what is on disk by then is not
-        waited for, at the end, while one core idles."""
+    def appended(self, key: str, size: int) -> None:
+        """size bytes were appended to key's file: every WRITE_BEHIND bytes, the files
+        appended to since are sent on to the disk in the background (unless the last such
+        flush still runs). The shards are flushed before the manifest is written; what is on
+        disk by then is not waited for, at the end, while one core idles."""
         self._unsynced += size
+        self._dirty.add(key)
         if self._unsynced < WRITE_BEHIND or not (self._syncing is None or self._syncing.done()):
             return
-        self._unsynced = 0
-        self.flush()
-        self._syncing = _SYNC.submit(_sync, [h.fileno() for h in self._open.values()])
+        handles = [self._open[k] for k in self._dirty]
+        self._unsynced, self._dirty = 0, set()
+        for handle in handles:
+            handle.flush()
+        self._syncing = _SYNC.submit(_sync, [handle.fileno() for handle in handles])
 
     def close(self) -> None:
         """Every file closed at the chunks' bytes exactly (made, empty, for a shard no chunk
