@@ -286,6 +286,18 @@ class TextRunner(ShardStage):
             self._files.kept(pieces)
         return info
 
+    def _kept_or_run(self, index: int, on_progress: Progress, run: RunOptions) -> dict[str, Any]:
+        """A chunk's marker info: an earlier run's (or Beam workers') if kept, else after
+        tokenizing it now."""
+        info = self._chunk_info(index)
+        if info is not None and self._files is not None and not self._files.keep(info):
+            info = None  # the files lost its bytes (or a chunk before it was redone)
+        if info is None:
+            return self.run_chunk(index, on_progress, run)
+        documents = sum(p["documents"] for p in info.get("pieces", {}).values())
+        on_progress(documents, int(info.get("tokens", 0)))
+        return info
+
     def _marker(self, index: int) -> str:
         return storage.join(self.work, f"chunk-{index:05d}.json")
 
@@ -323,17 +335,12 @@ class TextRunner(ShardStage):
                 flags = run.beam_flags()
                 work = _BeamChunk(self, run)
                 run_on_beam(work, missing, flags, "tokenize chunks", quiet=run.quiet)
-        infos = []
-        for index in range(len(self.chunks)):
-            info = self._chunk_info(index)
-            if info is not None and self._files is not None and not self._files.keep(info):
-                info = None  # the files lost its bytes (or a chunk before it was redone)
-            if info is None:
-                info = self.run_chunk(index, on_progress, run)
-            else:  # finished by an earlier run (or by Beam workers)
-                documents = sum(p["documents"] for p in info.get("pieces", {}).values())
-                on_progress(documents, int(info.get("tokens", 0)))
-            infos.append(info)
+        try:
+            infos = [self._kept_or_run(i, on_progress, run) for i in range(len(self.chunks))]
+        except BaseException:
+            if self._files is not None:  # a resumed run cuts them back to its chunks
+                self._files.release()
+            raise
         skips = [Skip(**s) for info in infos for s in info.get("skips", [])]
         pieces = [p for info in infos for p in info.get("pieces", {}).values()]
         if not any(piece["records"] for piece in pieces):

@@ -104,15 +104,20 @@ class ShardFiles:
             handle.flush()
         self._syncing = _SYNC.submit(_sync, [handle.fileno() for handle in handles])
 
-    def close(self) -> None:
-        """Every file closed at the chunks' bytes exactly (made, empty, for a shard no chunk
-        wrote to): each is its shard."""
-        self.begin()
+    def release(self) -> None:
+        """Every file closed as it is (a stopped run's: the next cuts them back), once the
+        flush to disk that may be using them ends."""
         if self._syncing is not None:
             self._syncing.result()
         for handle in self._open.values():
             handle.close()
         self._open.clear()
+
+    def close(self) -> None:
+        """Every file closed at the chunks' bytes exactly (made, empty, for a shard no chunk
+        wrote to): each is its shard."""
+        self.begin()
+        self.release()
         for key in self.sizes:
             if not os.path.exists(self.path(key)):
                 with open(self.path(key), "ab"):
