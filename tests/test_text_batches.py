@@ -111,7 +111,8 @@ def test_batch_statistics_summed_in_arrays_match_counting_each_document(tmp_path
         full = stored + rng.integers(0, 3, n)
         unknown = rng.integers(0, 2, n)
         writer.count_batch(names, shards, full, unknown, stored)
-        for s, f, u, k in zip(shards.tolist(), full.tolist(), unknown.tolist(), stored.tolist()):
+        columns = (shards.tolist(), full.tolist(), unknown.tolist(), stored.tolist())
+        for s, f, u, k in zip(*columns, strict=True):
             counts = expected[names[s]]
             counts["documents"] += 1
             counts["doc_tokens"] += f
