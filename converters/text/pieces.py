@@ -261,11 +261,14 @@ class PieceShardBody:
 
     def __call__(self, task: ShardTask, out: Writable, progress: Progress | None) -> ShardResult:
         key = f"{task.split}-{task.index:05d}"
-        for info in self.infos:
-            if info.get("pieces", {}).get(key):
-                path = storage.join(self.work, info["folder"], f"{key}.rec")
-                with storage.open_file(path, "rb") as f:
-                    shutil.copyfileobj(f, out, 1 << 20)
+        if self.files is not None:  # its file whole, copied where not `prepared` (an indexed
+            paths = [self.files.path(key)]  # shard's index is made as it is written)
+        else:
+            pieces = (info for info in self.infos if info.get("pieces", {}).get(key))
+            paths = [storage.join(self.work, info["folder"], f"{key}.rec") for info in pieces]
+        for path in paths:
+            with storage.open_file(path, "rb") as f:
+                shutil.copyfileobj(f, out, 1 << 20)
         return self._result(task)
 
     def prepared(self, task: ShardTask) -> tuple[str, ShardResult] | None:
