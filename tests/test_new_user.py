@@ -233,6 +233,18 @@ def test_a_script_without_the_main_guard_fails_in_one_line(
         assert 'if __name__ == "__main__":' in last
 
 
+def test_a_script_without_tensorflow_needs_no_main_guard(tmp_path: Path, photos: Path) -> None:
+    # No thread running when the pool starts: its workers are forked, and a script without
+    # the guard converts (a thread started before the pool, even a short one, broke this).
+    script = tmp_path / "convert_photos.py"
+    script.write_text(UNGUARDED.replace("import tensorflow", "import os"))
+    done = subprocess.run(
+        [sys.executable, str(script), str(photos), str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=180, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "converted", done.stderr[-2000:]
+
+
 @pytest.mark.parametrize(
     ("changes", "said"),
     [

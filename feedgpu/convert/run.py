@@ -163,8 +163,10 @@ def write_dataset(
         DatasetError: out_dir holds something else and overwrite is False.
         InputError: with strict, a bad input; unless allow_skips, too little kept (`check_kept`).
     """
-    library_versions_soon()  # the manifest's, looked up meanwhile
     with shard_writer(work, run) as writer:
+        # The manifest's, looked up meanwhile: on a thread started once a local pool's workers
+        # are forked (a thread running then makes the pool spawn them, `ShardPool`).
+        library_versions_soon()
         first = time.perf_counter() if started is None else started
         timed = started is not None or not isinstance(plan, DatasetPlan)  # planning's time known
         plan = plan if isinstance(plan, DatasetPlan) else plan()
