@@ -211,8 +211,8 @@ def _packed_varints(data: bytes) -> list[int]:
         raise ValueError("truncated varint")
     starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
     widths = ends - starts + 1
-    if len(widths) and widths.max() > 10:
-        raise ValueError("varint too long")
+    if len(widths) and (widths.max() > 10 or (raw[ends[widths == 10]] > 1).any()):
+        raise ValueError("varint too long")  # over 64 bits
     low = (raw & 0x7F).astype(np.uint64)
     values = np.zeros(len(ends), np.uint64)
     for k in range(int(widths.max()) if len(widths) else 0):
