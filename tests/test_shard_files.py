@@ -141,3 +141,28 @@ def test_begin_cuts_what_an_attempt_appended_after_the_kept_chunks(tmp_path: Pat
     assert Path(files.path("train-00000")).read_bytes() == b"kept+again"
     assert Path(files.path("train-00001")).read_bytes() == b""
     assert not Path(files.path("test-00000")).exists()
+
+
+def test_a_local_run_resumed_on_beam_redoes_the_appended_chunks(
+    tmp_path: Path, corpus, monkeypatch
+) -> None:
+    src, options = corpus
+    with monkeypatch.context() as patch:
+        stopped_at_chunk(patch, 2)
+        with pytest.raises(KeyboardInterrupt):
+            convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
+    convert_text(str(src), str(tmp_path / "out"), options, quiet=True, runner="beam")
+    convert_text(str(src), str(tmp_path / "clean"), options, quiet=True)
+    same_dataset(tmp_path / "out", tmp_path / "clean")
+
+
+def test_write_behind_where_the_os_has_no_fdatasync(tmp_path: Path, corpus, monkeypatch):
+    from feedgpu.converters.text import shard_files
+
+    src, options = corpus
+    monkeypatch.setattr(shard_files, "WRITE_BEHIND", 1000)  # a flush every few records
+    monkeypatch.delattr(shard_files.os, "fdatasync")  # as on macOS
+    convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
+    monkeypatch.undo()
+    convert_text(str(src), str(tmp_path / "clean"), options, quiet=True)
+    same_dataset(tmp_path / "out", tmp_path / "clean")

@@ -247,7 +247,8 @@ class TextRunner(ShardStage):
         # whenever both were in Python (benchmarks/RESULTS.md, "two threads a core"; "Issue
         # 29, ninth session" for one a core: 2-4% faster, non-ASCII text no slower now).
         workers = run.worker_count()
-        with ThreadPoolExecutor(workers * (1 if self.tok.plain_step() else 2)) as pool:
+        one_a_core = self.use_fast and self.tok.plain_step() is not None
+        with ThreadPoolExecutor(workers * (1 if one_a_core else 2)) as pool:
             pending: list[Any] = []
 
             def submit(items: Batch) -> None:
@@ -292,6 +293,8 @@ class TextRunner(ShardStage):
         info = self._chunk_info(index)
         if info is not None and self._files is not None and not self._files.keep(info):
             info = None  # the files lost its bytes (or a chunk before it was redone)
+        if info is not None and self._files is None and not info.get("folder"):
+            info = None  # a local run's, appended to files this run (Beam's) does not use
         if info is None:
             return self.run_chunk(index, on_progress, run)
         documents = sum(p["documents"] for p in info.get("pieces", {}).values())
@@ -330,7 +333,9 @@ class TextRunner(ShardStage):
             self.check_parity()  # before the runner is shipped to Beam's workers
             from feedgpu.convert.beam import run_on_beam
 
-            missing = [i for i in range(len(self.chunks)) if self._chunk_info(i) is None]
+            # A chunk a local run appended is in its files, not a folder Beam's body reads.
+            done = [self._chunk_info(i) for i in range(len(self.chunks))]
+            missing = [i for i, info in enumerate(done) if not (info and info.get("folder"))]
             if missing:
                 flags = run.beam_flags()
                 work = _BeamChunk(self, run)
@@ -339,7 +344,7 @@ class TextRunner(ShardStage):
             infos = [self._kept_or_run(i, on_progress, run) for i in range(len(self.chunks))]
         except BaseException:
             if self._files is not None:  # a resumed run cuts them back to its chunks
-                self._files.release()
+                self._files.release(quiet=True)
             raise
         skips = [Skip(**s) for info in infos for s in info.get("skips", [])]
         pieces = [p for info in infos for p in info.get("pieces", {}).values()]

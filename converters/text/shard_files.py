@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import IO, Any
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import IO, Any, cast
 
 from feedgpu import storage
 
@@ -49,13 +49,14 @@ class ShardFiles:
         records after the chunks kept before it (appended now if it wrote a piece folder);
         False if it must be redone (the files lost its bytes)."""
         pieces = {k: p for k, p in info.get("pieces", {}).items() if k in self.sizes}
-        if info.get("folder"):  # Beam's: appended whole, after the chunks kept
-            self.begin()
+        self.flush()
+        if any(_size(self.path(k)) < self.sizes[k] + p["bytes"] for k, p in pieces.items()):
+            if not info.get("folder"):
+                return False
+            self.begin()  # Beam's piece folder, not yet appended: appended whole
             for key in pieces:
                 with open(os.path.join(self.work, info["folder"], key + ".rec"), "rb") as f:
                     shutil.copyfileobj(f, self.handle(key), 1 << 20)
-        elif any(_size(self.path(k)) < self.sizes[k] + p["bytes"] for k, p in pieces.items()):
-            return False
         self.kept(pieces)
         return True
 
@@ -72,7 +73,8 @@ class ShardFiles:
             handle = self._open.get(key)
             if handle is not None:
                 handle.flush()
-                handle.truncate(size)
+                if handle.tell() > size:  # appended at its end: tell is its size
+                    handle.truncate(size)
             elif _size(self.path(key)) > size:
                 os.truncate(self.path(key), size)
 
@@ -94,6 +96,8 @@ class ShardFiles:
         appended to since are sent on to the disk in the background (unless the last such
         flush still runs). The shards are flushed before the manifest is written; what is on
         disk by then is not waited for, at the end, while one core idles."""
+        if key not in self.sizes:  # a scratch file's bytes are never kept
+            return
         self._unsynced += size
         self._dirty.add(key)
         if self._unsynced < WRITE_BEHIND or not (self._syncing is None or self._syncing.done()):
@@ -104,19 +108,33 @@ class ShardFiles:
             handle.flush()
         self._syncing = _SYNC.submit(_sync, [handle.fileno() for handle in handles])
 
-    def release(self) -> None:
+    def release(self, quiet: bool = False) -> None:
         """Every file closed as it is (a stopped run's: the next cuts them back), once the
-        flush to disk that may be using them ends."""
-        if self._syncing is not None:
-            self._syncing.result()
+        flush to disk that may be using their descriptors ends; the first error raised
+        after, unless quiet (a run another error already stops)."""
+        syncing, self._syncing = self._syncing, None
+        errors: list[BaseException] = []
+        if syncing is not None:
+            wait([syncing])
+            if syncing.exception() is not None:
+                errors.append(cast(BaseException, syncing.exception()))
         for handle in self._open.values():
-            handle.close()
+            try:
+                handle.close()
+            except OSError as e:  # its last bytes not written (a full disk)
+                errors.append(e)
         self._open.clear()
+        if errors and not quiet:
+            raise errors[0]
 
     def close(self) -> None:
         """Every file closed at the chunks' bytes exactly (made, empty, for a shard no chunk
         wrote to): each is its shard."""
-        self.begin()
+        try:
+            self.begin()
+        except BaseException:
+            self.release(quiet=True)
+            raise
         self.release()
         for key in self.sizes:
             if not os.path.exists(self.path(key)):
@@ -125,8 +143,9 @@ class ShardFiles:
 
 
 def _sync(fds: list[int]) -> None:
+    flush = getattr(os, "fdatasync", os.fsync)  # macOS has fsync only
     for fd in fds:
-        os.fdatasync(fd)
+        flush(fd)
 
 
 def _size(path: str) -> int:
