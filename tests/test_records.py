@@ -72,7 +72,9 @@ def test_packed_ids_decode_as_tensorflow_parses_them() -> None:
     assert decode_example(record)["input_ids"] == ids == parsed["input_ids"].values.numpy().tolist()
 
 
-@pytest.mark.parametrize("body", [b"\x80", b"\x01\xff", b"\xff" * 10 + b"\x01"])
+@pytest.mark.parametrize(
+    "body", [b"\x80", b"\x01\xff", b"\xff" * 10 + b"\x01", b"\xff" * 9 + b"\x02"]
+)
 def test_damaged_packed_ids_are_refused(body: bytes) -> None:
     ints = b"\x0a" + bytes([len(body)]) + body  # Int64List{value: packed}
     feature = b"\x1a" + bytes([len(ints)]) + ints  # Feature{int64_list}
