@@ -76,17 +76,13 @@ def write_shard(
         raise
     if indexer is not None:  # committed before its shard: a shard never lacks its index
         storage.write_atomic(index_path(final), indexer.index_bytes())
-    storage.write_atomic(
-        sidecar_path(out_dir, task.filename), json.dumps(result.to_json()).encode()
-    )
-    storage.replace(tmp, final)
-    return result
+    return adopt_shard(task, tmp, result, out_dir)
 
 
 def adopt_shard(task: ShardTask, path: str, result: ShardResult, out_dir: str) -> ShardResult:
-    """Commit a shard already written whole at path (a local text run's, appended to as
-    its chunks were tokenized) as `write_shard` commits one: its result saved beside it, then
-    renamed to its final name."""
+    """Commit a shard written whole at path (`write_shard`'s temporary file, or a local text
+    run's, appended to as its chunks were tokenized): its result saved beside it, then the
+    file renamed to its final name."""
     storage.write_atomic(
         sidecar_path(out_dir, task.filename), json.dumps(result.to_json()).encode()
     )
