@@ -41,6 +41,7 @@ from feedgpu.converters.text.pieces import (
     ChunkWriter,
     PieceShardBody,
     Windows,
+    piece_key,
     text_statistics,
 )
 from feedgpu.converters.text.shard_files import ShardFiles
@@ -99,7 +100,7 @@ class TextRunner(ShardStage):
         # Per document: a seeded hash of its id picks the shard (a piece key such as
         # "train-00003"), an index into `names`: each split's shards, in order.
         self._route_key = route_key(options.seed)
-        self.names = [f"{s}-{i:05d}" for s, n in shard_counts.items() for i in range(n)]
+        self.names = [piece_key(s, i) for s, n in shard_counts.items() for i in range(n)]
         starts = itertools.accumulate(shard_counts.values(), initial=0)
         self._split_shards = {
             s: (a, n) for (s, n), a in zip(shard_counts.items(), starts, strict=False)
@@ -293,8 +294,6 @@ class TextRunner(ShardStage):
         info = self._chunk_info(index)
         if info is not None and self._files is not None and not self._files.keep(info):
             info = None  # the files lost its bytes (or a chunk before it was redone)
-        if info is not None and self._files is None and not info.get("folder"):
-            info = None  # a local run's, appended to files this run (Beam's) does not use
         if info is None:
             return self.run_chunk(index, on_progress, run)
         documents = sum(p["documents"] for p in info.get("pieces", {}).values())
@@ -322,7 +321,7 @@ class TextRunner(ShardStage):
         says so), then yield how the shards are assembled from their pieces (locally, the
         shards of todo appended to as the chunks are tokenized: `shard_files`)."""
         if not run.on_beam and not storage.is_remote(self.work):
-            self._files = ShardFiles(self.work, (f"{t.split}-{t.index:05d}" for t in todo))
+            self._files = ShardFiles(self.work, (piece_key(t.split, t.index) for t in todo))
         if not run.on_beam:
             # Beside the first chunk, which takes the fast path meanwhile (redone with HF if
             # the verdict is against it).

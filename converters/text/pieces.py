@@ -97,14 +97,13 @@ class ChunkWriter:
         """A batch of one-example documents (int64 numpy per document: shard index into names,
         ids as tokenized, unknown ids, ids stored): `count_document` and the stored lengths'
         exact counts (what the pipeline's buckets come from), summed in arrays until `close`:
-        merged into the counters batch by batch, a batch of short documents took ~0.3 ms of
-        the thread that reads and writes, holding the GIL."""
+        merged into the counters batch by batch, they took 14 ms of a 50 MB short-document
+        conversion (48 batches) on the thread that reads and writes, holding the GIL."""
         import numpy as np
 
         if not len(shards):
             return
-        if self._names is not names:  # the first batch (a runner's names are one list)
-            self._flush_counts()
+        if self._sums is None:  # the first batch
             self._names = names
             self._sums = np.zeros((3, len(names)), np.int64)
             self._histogram = np.zeros((len(names), 0), np.int64)
@@ -260,7 +259,7 @@ class PieceShardBody:
         self.work, self.infos, self.blocks, self.files = work, infos, blocks, files
 
     def __call__(self, task: ShardTask, out: Writable, progress: Progress | None) -> ShardResult:
-        key = f"{task.split}-{task.index:05d}"
+        key = piece_key(task.split, task.index)
         if self.files is not None:  # its file whole, copied where not `prepared` (an indexed
             paths = [self.files.path(key)]  # shard's index is made as it is written)
         else:
@@ -273,13 +272,13 @@ class PieceShardBody:
 
     def prepared(self, task: ShardTask) -> tuple[str, ShardResult] | None:
         """The file holding the shard whole, and its result; None if it is to be written."""
-        key = f"{task.split}-{task.index:05d}"
+        key = piece_key(task.split, task.index)
         if self.files is None or task.indexed or key not in self.files.sizes:
             return None
         return self.files.path(key), self._result(task)
 
     def _result(self, task: ShardTask) -> ShardResult:
-        key = f"{task.split}-{task.index:05d}"
+        key = piece_key(task.split, task.index)
         result = ShardResult(task.filename, task.split, task.index, 0, 0)
         pieces = [p for info in self.infos if (p := info.get("pieces", {}).get(key))]
         for piece in pieces:
@@ -291,6 +290,11 @@ class PieceShardBody:
         if self.blocks:
             result.num_examples = sum(piece["documents"] for piece in pieces)
         return result
+
+
+def piece_key(split: str, index: int) -> str:
+    """A shard's key among a chunk's pieces and the shards' files: "train-00003"."""
+    return f"{split}-{index:05d}"
 
 
 def merge_lengths(pieces: list[dict[str, Any]]) -> Counter[int]:
