@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import IO, Any, cast
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import IO, Any
 
 from feedgpu import storage
 
@@ -114,10 +114,9 @@ class ShardFiles:
         after, unless quiet (a run another error already stops)."""
         syncing, self._syncing = self._syncing, None
         errors: list[BaseException] = []
-        if syncing is not None:
-            wait([syncing])
-            if syncing.exception() is not None:
-                errors.append(cast(BaseException, syncing.exception()))
+        failed = syncing.exception() if syncing is not None else None  # waits for it
+        if failed is not None:
+            errors.append(failed)
         for handle in self._open.values():
             try:
                 handle.close()
