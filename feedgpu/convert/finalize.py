@@ -3,9 +3,9 @@ the manifest (whose presence marks a finished dataset)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
-import threading
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -95,21 +95,15 @@ def finalize(
     return manifest
 
 
+@functools.cache  # once a process (called on the thread that converts)
 def library_versions_soon() -> Future[dict[str, str]]:
-    """The manifest's library versions, looked up on a thread of their own (once a process):
-    importlib.metadata takes ~20 ms at its first use, which a conversion would otherwise
-    spend at its very end, with one core waiting."""
-    global _VERSIONS
-    with _VERSIONS_LOCK:
-        if _VERSIONS is None:
-            pool = ThreadPoolExecutor(1, thread_name_prefix="feedgpu-versions")
-            _VERSIONS = pool.submit(_library_versions)
-            pool.shutdown(wait=False)  # its thread ends with the lookup
-        return _VERSIONS
-
-
-_VERSIONS: Future[dict[str, str]] | None = None
-_VERSIONS_LOCK = threading.Lock()
+    """The manifest's library versions, looked up on a thread of their own: importlib.metadata
+    takes ~20 ms at its first use, which a conversion would otherwise spend at its very end,
+    with one core waiting."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="feedgpu-versions")
+    versions = pool.submit(_library_versions)
+    pool.shutdown(wait=False)  # its thread ends with the lookup
+    return versions
 
 
 def _library_versions() -> dict[str, str]:
