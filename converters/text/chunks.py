@@ -199,8 +199,8 @@ class TextRunner(ShardStage):
             rows = zip(batch.doc_ids, keys, batch.labels, per_doc, strict=True)
             return sum(self.windows.emit(writer, *row) for row in rows)
         if built.records and not writer.pieces:  # made in-graph, not by schema.encode: a
-            # chunk's first record is checked (decoding a block in Python takes milliseconds,
-            # too long for every batch: benchmarks/RESULTS.md, "Issue 29")
+            # chunk's first record is checked (a block's decoding takes ~0.25 ms, its Python
+            # checks more: not for every batch; benchmarks/RESULTS.md, "Issue 29")
             self.schema.check_record(built.records[0])
         full = built.full_lengths
         doc_shards = np.repeat(shards, built.blocks.sizes)  # each document's, in record order
@@ -212,10 +212,13 @@ class TextRunner(ShardStage):
         """Tokenize one chunk, appended to the shards' files (a local run: `shard_files`)
         or into a fresh folder of its own that its marker (written atomically, last) names:
         no folder is renamed (gs:// cannot), and two attempts (Beam's) never mix pieces."""
-        folder = None if self._files else f"chunk-{index:05d}.{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        folder = None
         if self._files is not None:  # cut back to the chunks kept
             self._files.begin()
-        storage.makedirs(tmp := storage.join(self.work, folder or ""))
+        else:
+            folder = f"chunk-{index:05d}.{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            storage.makedirs(storage.join(self.work, folder))
+        tmp = storage.join(self.work, folder or "")  # ChunkWriter's folder: unused with files
         writer = ChunkWriter(tmp, self.options.pack, self.pad_id, self.schema, self._files)
         skips: list[Skip] = []
         tokens = 0
@@ -241,12 +244,9 @@ class TextRunner(ShardStage):
                 emitted += tokens
             return emitted
 
-        # Tokenizing runs on worker threads (TF and HF release the GIL) while this thread reads.
-        # One a core with the compiled step (the work is its own, without the GIL); without
-        # it, two a core: each alternates Python (holding the GIL) and graph calls
-        # (TensorFlow's own threads do the work), so with one a core those threads sat idle
-        # whenever both were in Python (benchmarks/RESULTS.md, "two threads a core"; "Issue
-        # 29, ninth session" for one a core: 2-4% faster, non-ASCII text no slower now).
+        # Tokenizing runs on worker threads while this thread reads: one a core with the
+        # compiled step (2-4% faster than two: RESULTS.md, "Issue 29, ninth session"), two
+        # without, to keep TensorFlow's graph calls fed ("two threads a core").
         workers = run.worker_count()
         one_a_core = self.use_fast and self.tok.plain_step() is not None
         with ThreadPoolExecutor(workers * (1 if one_a_core else 2)) as pool:
@@ -314,9 +314,7 @@ class TextRunner(ShardStage):
         same = info.get("tokenizer") == self.tok.identity and info.get("format") == CHUNK_FORMAT
         return info if same else None  # a chunk from another tokenizer or version: redone
 
-    def run(
-        self, run: RunOptions, on_progress: Progress, todo: Sequence[ShardTask] = ()
-    ) -> StageOutput:
+    def run(self, run: RunOptions, on_progress: Progress, todo: Sequence[ShardTask]) -> StageOutput:
         """Tokenize every chunk not finished by an earlier run (on Beam workers when `run`
         says so), then yield how the shards are assembled from their pieces (locally, the
         shards of todo appended to as the chunks are tokenized: `shard_files`)."""
@@ -345,6 +343,8 @@ class TextRunner(ShardStage):
             if self._files is not None:  # a resumed run cuts them back to its chunks
                 self._files.release(quiet=True)
             raise
+        if self._files is not None:
+            self._files.close()
         skips = [Skip(**s) for info in infos for s in info.get("skips", [])]
         pieces = [p for info in infos for p in info.get("pieces", {}).values()]
         if not any(piece["records"] for piece in pieces):
@@ -358,8 +358,6 @@ class TextRunner(ShardStage):
                 "--text-field/--label-field or the files' encoding, and see the reasons "
                 "with --strict"
             )
-        if self._files is not None:
-            self._files.close()
         body = PieceShardBody(self.work, infos, self.schema.blocks, self._files)
         return StageOutput(body, skips, text=text_statistics(pieces), finish=self._finish)
 

@@ -53,9 +53,7 @@ class ShardStage(abc.ABC):
     resumably), on the executor `run` names; it yields the shards' body."""
 
     @abc.abstractmethod
-    def run(
-        self, run: RunOptions, on_progress: Progress, todo: Sequence[ShardTask] = ()
-    ) -> StageOutput:
+    def run(self, run: RunOptions, on_progress: Progress, todo: Sequence[ShardTask]) -> StageOutput:
         """Do the work (or find it done by an earlier run) and say how shards are written;
         todo: the shards still to be written (an earlier run may have written the others)."""
 
