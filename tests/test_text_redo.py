@@ -135,3 +135,15 @@ def test_splicing_redone_texts_changes_those_texts_only() -> None:
         got_values, got_lengths = splice_ids(values, lengths, at, replaced)
         assert got_values.dtype == np.int64
         assert [ids.tolist() for ids in per_text_ids(got_values, got_lengths)] == per_text
+
+
+def test_cjk_ranges_are_hfs_at_their_bounds() -> None:
+    # One table for the redo path and the vocabulary learner (which had its own, starting a
+    # block early at U+2B820): HF pads exactly these code points.
+    from tokenizers.normalizers import BertNormalizer
+
+    from feedgpu.converters.text.redo import is_cjk
+
+    normalize = BertNormalizer(lowercase=False, strip_accents=False).normalize_str
+    for code in (0x4DFF, 0x4E00, 0x2B81F, 0x2B820, 0x2B91F, 0x2B920, 0x2CEAF, 0x2CEB0, 0xF900):
+        assert is_cjk(code) == (normalize(chr(code)) == f" {chr(code)} "), hex(code)

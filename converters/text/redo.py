@@ -80,7 +80,7 @@ def _unicode_normal(char: str, lowercase: bool) -> str:
     paths would too."""
     if char.isspace():
         return " "
-    if any(low <= ord(char) <= high for low, high in _CJK):
+    if is_cjk(ord(char)):
         return f" {char} "
     if not lowercase:
         return char
@@ -88,7 +88,12 @@ def _unicode_normal(char: str, lowercase: bool) -> str:
     return kept.lower()
 
 
-# The ideographs HF's normaliser puts spaces around (`handle_chinese_chars`).
+def is_cjk(code: int) -> bool:
+    """Whether HF's BERT normaliser puts spaces around this code point (its
+    `handle_chinese_chars`: `is_chinese_char` in tokenizers' bert.rs, these bounds)."""
+    return any(low <= code <= high for low, high in _CJK)
+
+
 _CJK = (
     (0x4E00, 0x9FFF),
     (0x3400, 0x4DBF),

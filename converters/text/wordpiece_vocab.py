@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from feedgpu.converters.text.redo import is_cjk
+
 
 def _stands_alone(char: str) -> bool:
     """Punctuation and CJK characters, which BERT's pre-tokenizer makes words of their own:
@@ -20,14 +22,7 @@ def _stands_alone(char: str) -> bool:
         return True
     if unicodedata.category(char).startswith("P"):
         return True
-    return any(low <= code <= high for low, high in _CJK)
-
-
-# BERT's CJK blocks (BertNormalizer's handle_chinese_chars puts spaces around these).
-_CJK = (
-    (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
-    (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),
-)  # fmt: skip
+    return is_cjk(code)
 
 
 def learn_wordpiece(
