@@ -76,12 +76,6 @@ const Chars *feedgpu_chars(PyObject *obj, int *failed);
 Py_ssize_t feedgpu_utf8_ids(const Vocab *v, const Chars *t, const unsigned char *s,
                             Py_ssize_t len, int64_t *out, unsigned char *buf);
 
-/* A plain text's ids into out (at most one a byte); -1 if the text is not plain. */
-static inline Py_ssize_t feedgpu_text_ids(const Vocab *v, const unsigned char *s,
-                                          Py_ssize_t len, int64_t *out) {
-    return feedgpu_utf8_ids(v, NULL, s, len, out, NULL);
-}
-
 /* lines(vocabulary, chars, data, ends, field, triggers): _json_lines.c; feedgpu_json_init
  * before its first call. (Prefixed: the module's only symbols outside its own files.) */
 PyObject *feedgpu_lines(PyObject *self, PyObject *args);
