@@ -72,9 +72,8 @@ def stages(src: str, vocab: str, out: str) -> tuple[dict[str, float], float, int
     from feedgpu.converters.text.batches import Batch, iter_batches
     from feedgpu.converters.text.blocks import choose_per_record
     from feedgpu.converters.text.convert import _mean_ids
-    from feedgpu.converters.text.examples import ExampleBuilder, route, route_key
+    from feedgpu.converters.text.examples import ExampleBuilder
     from feedgpu.converters.text.options import TextOptions
-    from feedgpu.converters.text.pieces import ChunkWriter
     from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
 
     tok = load_tokenizer(TokenizerSpec.parse(vocab))
@@ -106,32 +105,9 @@ def stages(src: str, vocab: str, out: str) -> tuple[dict[str, float], float, int
     else:
         took["parse and tokenize at once"], batches = _best(lambda: parse(True))
         took["texts it left"], ids = _best(lambda: [b.ids(tok.ids) for b in batches])
-    key = route_key(0)
-    doc_ids = [b.doc_ids for b in batches]  # lists, as the converter passes them
-    took["route"], _ = _best(lambda: [route(n, key) for n in doc_ids])
     mean = float(np.mean(np.concatenate([lengths for _, lengths in ids]))) + 2
     builder = ExampleBuilder([2], [3], None, tok.unk_id, False, choose_per_record(mean))
-    builder(*ids[0], doc_ids[0], None, batches[0].splits)
-    took["examples"], built = _best(
-        lambda: [
-            builder(values, lengths, n, None, b.splits)
-            for (values, lengths), n, b in zip(ids, doc_ids, batches, strict=True)
-        ]
-    )
-
-    def write() -> None:
-        shutil.rmtree(out, ignore_errors=True)
-        os.makedirs(out)
-        writer = ChunkWriter(out, None, 0, schema=None)  # type: ignore[arg-type]
-        for example in built:
-            shards = np.arange(len(example.records), dtype=np.int64) % 4
-            doc_shards = np.repeat(shards, example.blocks.sizes)
-            stats = (example.full_lengths, example.unknown, example.stored)
-            writer.count_batch(["a", "b", "c", "d"], doc_shards, *stats)
-            writer.write_routed(["a", "b", "c", "d"], shards, example.records)
-        writer.close()
-
-    took["statistics, framing, writes"], _ = _best(write)
+    took.update(_records_stages(batches, ids, builder, out))
     tiny = os.path.join(out, "tiny")
     os.makedirs(tiny)
     with (
@@ -150,6 +126,65 @@ def stages(src: str, vocab: str, out: str) -> tuple[dict[str, float], float, int
 
     took["fixed (1-document corpus)"], _ = _best(tiny_conversion)
     return took, step, int(sum(int(lengths.sum()) for _, lengths in ids))
+
+
+def _records_stages(
+    batches: list[Any], ids: list[tuple[Any, Any]], builder: Any, out: str
+) -> dict[str, float]:
+    """CPU seconds of what makes and writes the records of tokenized batches: where the
+    compiled steps are built, the one step that names, routes, builds and frames them
+    (`framed`), then statistics and writes; else routing, examples, then statistics, framing
+    and writes."""
+    import numpy as np
+
+    from feedgpu.converters.text.examples import route, route_key
+    from feedgpu.converters.text.framed import shard_records, write_framed
+    from feedgpu.converters.text.pieces import ChunkWriter
+
+    key, names, took = route_key(0), ["a", "b", "c", "d"], {}
+
+    def fresh() -> ChunkWriter:
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        return ChunkWriter(out, None, 0, schema=None)  # type: ignore[arg-type]
+
+    def frame_all() -> list[Any]:
+        pairs = zip(ids, batches, strict=True)
+        return [shard_records(builder, *pair, b.runs, key, (0, 4)) for pair, b in pairs]
+
+    if batches[0].runs and shard_records(builder, *ids[0], batches[0].runs, key, (0, 4)):
+        took["names, blocks, routes, records, framing (one step)"], framed = _best(frame_all)
+
+        def write_all() -> None:
+            writer = fresh()
+            for batch in framed:
+                write_framed(writer, names, batch, None)
+            writer.close()
+
+        took["statistics, writes"], _ = _best(write_all)
+        return took
+    doc_ids = [b.names() for b in batches]  # lists, as the converter passes them
+    took["route"], _ = _best(lambda: [route(n, key) for n in doc_ids])
+    builder(*ids[0], doc_ids[0], None, batches[0].splits)
+    took["examples"], built = _best(
+        lambda: [
+            builder(values, lengths, n, None, b.splits)
+            for (values, lengths), n, b in zip(ids, doc_ids, batches, strict=True)
+        ]
+    )
+
+    def write() -> None:
+        writer = fresh()
+        for example in built:
+            shards = np.arange(len(example.records), dtype=np.int64) % 4
+            doc_shards = np.repeat(shards, example.blocks.sizes)
+            stats = (example.full_lengths, example.unknown, example.stored)
+            writer.count_batch(names, doc_shards, *stats)
+            writer.write_routed(names, shards, example.records)
+        writer.close()
+
+    took["statistics, framing, writes"], _ = _best(write)
+    return took
 
 
 def whole(src: str, vocab: str, out: str) -> tuple[float, float]:

@@ -8,8 +8,11 @@
  * CRC32C of the data], little-endian. CRC32C (Castagnoli) by the SSE 4.2 instruction where
  * the CPU has it, else by tables (slicing by 8); either gives the same bytes. */
 static uint32_t CRC_TABLE[8][256];
+static int crc_has_hardware(void);
+static int CRC_HAS_HARDWARE;
 
 void feedgpu_crc_init(void) {
+    CRC_HAS_HARDWARE = crc_has_hardware();
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
@@ -54,7 +57,9 @@ __attribute__((target("sse4.2"))) static uint32_t crc_sse42(const unsigned char 
 
 /* By CPUID itself: __builtin_cpu_supports needs a symbol from libgcc that Apple's toolchain
  * does not provide. */
-static int crc_has_hardware(void) {
+int feedgpu_crc_hardware(void) { return CRC_HAS_HARDWARE; }
+
+static int crc_has_hardware(void) { /* once, at import: CPUID traps to the host in a VM */
 #if CRC_HARDWARE
     unsigned int a, b, c, d;
     return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2);
@@ -76,11 +81,17 @@ static unsigned char *put_masked(unsigned char *o, uint32_t crc) {
     return o;
 }
 
+void feedgpu_frame_at(unsigned char *o, size_t n, int hardware) {
+    for (int k = 0; k < 8; k++) o[k] = (unsigned char)((uint64_t)n >> (8 * k));
+    put_masked(o + 8, crc32c(o, 8, hardware));
+    put_masked(o + 12 + n, crc32c(o + 12, n, hardware));
+}
+
 PyObject *feedgpu_crc32c(PyObject *self, PyObject *args) {
     Py_buffer data;
     int hardware;
     if (!PyArg_ParseTuple(args, "y*p", &data, &hardware)) return NULL;
-    uint32_t crc = crc32c(data.buf, (size_t)data.len, hardware && crc_has_hardware());
+    uint32_t crc = crc32c(data.buf, (size_t)data.len, hardware && feedgpu_crc_hardware());
     PyBuffer_Release(&data);
     return PyLong_FromUnsignedLong(crc);
 }
@@ -108,16 +119,14 @@ PyObject *feedgpu_frame(PyObject *self, PyObject *args) {
     PyObject *out = PyBytes_FromStringAndSize(NULL, total);
     if (out) {
         unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
-        int hardware = crc_has_hardware();
+        int hardware = feedgpu_crc_hardware();
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < count; i++) {
             PyObject *record = PyTuple_GET_ITEM(held, i);
-            uint64_t n = (uint64_t)PyBytes_GET_SIZE(record);
-            unsigned char *head = o;
-            for (int k = 0; k < 8; k++) *o++ = (unsigned char)(n >> (8 * k));
-            o = put_masked(o, crc32c(head, 8, hardware));
-            memcpy(o, PyBytes_AS_STRING(record), (size_t)n);
-            o = put_masked(o + n, crc32c(o, (size_t)n, hardware));
+            size_t n = (size_t)PyBytes_GET_SIZE(record);
+            memcpy(o + 12, PyBytes_AS_STRING(record), n);
+            feedgpu_frame_at(o, n, hardware);
+            o += n + 16;
         }
         Py_END_ALLOW_THREADS
     }

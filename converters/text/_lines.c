@@ -18,11 +18,7 @@ PyObject *feedgpu_numbered(PyObject *self, PyObject *args) {
     Py_ssize_t plen = PyUnicode_GET_LENGTH(prefix);
     int ascii = PyUnicode_IS_ASCII(prefix);
     for (Py_ssize_t i = 0; result && i < count; i++) {
-        char buf[24], *digits = buf + sizeof buf;
-        int64_t v = ((int64_t *)numbers.buf)[i];
-        uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-        do *--digits = (char)('0' + u % 10); while (u /= 10);
-        if (v < 0) *--digits = '-';
+        char buf[24], *digits = feedgpu_decimal(buf + sizeof buf, ((int64_t *)numbers.buf)[i]);
         int n = (int)(buf + sizeof buf - digits);
         PyObject *name;
         if (ascii) { /* the usual file name: one allocation, two copies */

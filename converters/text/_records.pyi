@@ -18,3 +18,20 @@ def line_ends(data: bytes) -> bytes: ...
 def route(ids: Sequence[str | bytes], k0: int, k1: int, buckets: int) -> bytes: ...
 def frame(records: Sequence[bytes]) -> bytes: ...
 def crc32c(data: bytes, hardware: bool) -> int: ...
+def shard_records(
+    ids: Any,
+    lengths: Any,
+    numbers: Any,
+    prefixes: Sequence[str],
+    runs: Any,
+    before: Any,
+    after: Any,
+    budget: int,
+    unk_id: int,
+    per_record: int,
+    record_ids: int,
+    record_docs: int,
+    k0: int,
+    k1: int,
+    count: int,
+) -> tuple[bytes, bytes, bytes, tuple[int, int], bytes, bytes, bytes, bytes]: ...

@@ -25,7 +25,7 @@ static inline uint64_t read64(const unsigned char *p) {
 }
 
 /* SipHash-2-4 of n bytes under the key (k0, k1): the reference algorithm. */
-static uint64_t siphash(uint64_t k0, uint64_t k1, const unsigned char *p, size_t n) {
+uint64_t feedgpu_siphash(uint64_t k0, uint64_t k1, const unsigned char *p, size_t n) {
     uint64_t v0 = k0 ^ 0x736f6d6570736575ull, v1 = k1 ^ 0x646f72616e646f6dull;
     uint64_t v2 = k0 ^ 0x6c7967656e657261ull, v3 = k1 ^ 0x7465646279746573ull;
     size_t whole = n - n % 8;
@@ -82,7 +82,7 @@ PyObject *feedgpu_route(PyObject *self, PyObject *args) {
     uint64_t *hashed = (uint64_t *)PyBytes_AS_STRING(out);
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < count; i++)
-        hashed[i] = siphash(k0, k1, (const unsigned char *)texts[i], (size_t)sizes[i]) % buckets;
+        hashed[i] = feedgpu_siphash(k0, k1, (const unsigned char *)texts[i], (size_t)sizes[i]) % buckets;
     Py_END_ALLOW_THREADS
     PyMem_Free(texts);
     PyMem_Free(sizes);

@@ -57,12 +57,25 @@ class Batch:
     # (int64 numpy), and which documents' texts are in `texts` (with `plain`) to tokenize,
     # their counts 0 until then (`ids`). None: every text is in `texts`.
     tokenized: tuple[Any, Any, list[int]] | None = None
+    # Documents named by their line ("file:line" of a JSONL file) whose names are not made
+    # yet, in runs of (prefix, line numbers: int64 numpy), before any of doc_ids: the compiled
+    # records step (`framed`) makes them itself; `names` makes them in Python.
+    runs: list[tuple[str, Any]] = field(default_factory=list)
+    in_runs: int = 0
 
     def __len__(self) -> int:
-        return len(self.doc_ids)
+        return len(self.doc_ids) + self.in_runs
 
     def full(self) -> bool:
-        return len(self.doc_ids) + self.lines >= BATCH_DOCS or self.chars >= BATCH_CHARS
+        return len(self) + self.lines >= BATCH_DOCS or self.chars >= BATCH_CHARS
+
+    def names(self) -> list[str]:
+        """Every document's id, in order (`runs`' made now)."""
+        if self.runs:
+            made = [name for prefix, lines in self.runs for name in numbered(prefix, lines)]
+            self.doc_ids = made + self.doc_ids
+            self.runs, self.in_runs = [], 0
+        return self.doc_ids
 
     def add(self, doc: Document, split: str, label: int | None) -> None:
         self.doc_ids.append(doc.doc_id)
@@ -170,15 +183,21 @@ class Batch:
             at = np.searchsorted(taken, [line for line, _, _ in kept]).astype(np.int64)
             lines = np.insert(taken, at, [line for line, _, _ in kept])
             lengths = np.insert(lengths, at, 0)
-            todo += (at + np.arange(len(at)) + len(self.doc_ids)).tolist()
+            todo += (at + np.arange(len(at)) + len(self)).tolist()
             self.texts += [text for _, text, _ in kept]
             self.plain += [plain for _, _, plain in kept]
-        doc_ids = numbered(f"{raw.rel}:", lines + (raw.number + start))
-        self.doc_ids += doc_ids
-        self.splits += (
-            [split] * len(doc_ids) if split else [hash_split(d, fractions) for d in doc_ids]
-        )
-        self.labels += [None] * len(doc_ids)
+        prefix, lines = f"{raw.rel}:", lines + (raw.number + start)
+        if split is not None and not self.doc_ids:  # named when needed, if ever
+            self.runs.append((prefix, lines))
+            self.in_runs += len(lines)
+            self.splits += [split] * len(lines)
+        else:  # each one's split by the hash of its name
+            doc_ids = numbered(prefix, lines)
+            self.names().extend(doc_ids)
+            self.splits += (
+                [split] * len(doc_ids) if split else [hash_split(d, fractions) for d in doc_ids]
+            )
+        self.labels += [None] * len(lines)
         return values, lengths, skips
 
 

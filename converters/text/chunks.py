@@ -36,6 +36,7 @@ from feedgpu.converters.text.examples import (
     route,
     route_key,
 )
+from feedgpu.converters.text.framed import FramedBatch, framed_batch, write_framed
 from feedgpu.converters.text.parity import compare_paths
 from feedgpu.converters.text.pieces import (
     ChunkWriter,
@@ -170,10 +171,15 @@ class TextRunner(ShardStage):
         return skips, self._encode_documents(batch, fast) if len(batch) else None
 
     def _encode_documents(self, batch: Batch, fast: bool) -> Any:
-        names = batch.doc_ids  # for routing and for the examples
         values, lengths = batch.ids(lambda texts, plain: self._tokenize(texts, fast, plain))
         if self.examples is None:
-            return self._shards(names, batch.splits), (values, lengths)
+            return self._shards(batch.names(), batch.splits), (values, lengths)
+        framed = framed_batch(
+            self.examples, batch, values, lengths, self._route_key, self._split_shards
+        )
+        if framed is not None:
+            return framed
+        names = batch.names()  # for routing and for the examples
         labels = None
         if self.examples.labelled:  # every document has one (iter_batches); the builder checks
             labels = [label for label in batch.labels if label is not None]
@@ -192,11 +198,13 @@ class TextRunner(ShardStage):
         """A batch's examples into their shards' pieces, with its statistics."""
         import numpy as np
 
+        if isinstance(encoded, FramedBatch):
+            return write_framed(writer, self.names, encoded, self.schema)
         shards, built = encoded
         if not isinstance(built, BuiltExamples):  # windows or packing: per document
             per_doc = per_text_ids(*built)
             keys = [self.names[i] for i in shards.tolist()]
-            rows = zip(batch.doc_ids, keys, batch.labels, per_doc, strict=True)
+            rows = zip(batch.names(), keys, batch.labels, per_doc, strict=True)
             return sum(self.windows.emit(writer, *row) for row in rows)
         if built.records and not writer.pieces:  # made in-graph, not by schema.encode: a
             # chunk's first record is checked (a block's decoding takes ~0.25 ms, its Python

@@ -56,6 +56,14 @@ class ChunkWriter:
 
     def _append(self, key: str, records: Sequence[bytes]) -> None:
         """Records onto one piece: one framed write."""
+        step = native_module("_records")  # the same bytes, CRC32C by the CPU's instruction
+        data = step.frame(records) if step is not None else frame_records(records)
+        self.put_framed(key, data, len(records))
+
+    def put_framed(self, key: str, data: bytes | memoryview, records: int) -> None:
+        """Records framed as TFRecords (data; how many it holds) onto one piece."""
+        if isinstance(data, memoryview) and self.files is None and storage.is_remote(self.folder):
+            data = bytes(data)  # tf.io.gfile writes bytes only
         if key not in self.handles:
             if self.files is not None:  # appended to its shard's file
                 self.handles[key] = self.files.handle(key)
@@ -63,13 +71,12 @@ class ChunkWriter:
                 path = storage.join(self.folder, f"{key}.rec")
                 self.handles[key] = storage.open_file(path, "wb")
             self.pieces[key] = {"records": 0, "bytes": 0}
-        step = native_module("_records")  # the same bytes, CRC32C by the CPU's instruction
-        data = step.frame(records) if step is not None else frame_records(records)
+        size = len(data)
         self.handles[key].write(data)
         if self.files is not None:
-            self.files.appended(key, len(data))
-        self.pieces[key]["bytes"] += len(data)
-        self.pieces[key]["records"] += len(records)
+            self.files.appended(key, size)
+        self.pieces[key]["bytes"] += size
+        self.pieces[key]["records"] += records
 
     def write_routed(self, names: Sequence[str], shards: Any, records: Sequence[bytes]) -> None:
         """A batch's records, each onto the piece of its shard (an index into names), in order."""

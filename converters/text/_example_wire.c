@@ -1,0 +1,184 @@
+/* Serialized tf.train.Examples of {doc_id, input_ids, length[, label]}, one per record (a
+ * document, or a block of consecutive documents), byte for byte what the encode_proto graph in
+ * examples.py and feedgpu's own codec write: each record planned (its parts' sizes), then
+ * written where its caller has room for it (`examples`, `shard_records`).
+ *
+ * The wire format, features in key order (doc_id, input_ids, label, length), each a map entry
+ * of Features.feature:
+ *   Example   = 0a len Features
+ *   Features  = for each feature: 0a len (0a len key 12 len Feature)
+ *   Feature   = 0a len BytesList (doc_id) | 1a len Int64List (the others)
+ *   BytesList = for each value: 0a len bytes
+ *   Int64List = 0a len varints (packed; nothing when empty)
+ */
+#include "_records.h" /* Python.h first */
+
+#include <stdint.h>
+#include <string.h>
+
+/* A varint's bytes: 1 + (its significant bits - 1) / 7, without a loop (a vocabulary's ids
+ * take one or two bytes in no order a branch predicts). */
+static inline Py_ssize_t vsize(uint64_t v) {
+#if defined(__GNUC__)
+    static const unsigned char by_zeros[64] = {
+        10, 9, 9, 9, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8, 8, 7, 7, 7, 7, 7, 7, 7,
+        6,  6, 6, 6, 6, 6, 6, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 3,
+        3,  3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1};
+    return by_zeros[__builtin_clzll(v | 1)];
+#else
+    Py_ssize_t n = 1;
+    for (; v >= 0x80; v >>= 7) n++;
+    return n;
+#endif
+}
+
+static inline unsigned char *put(unsigned char *p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (unsigned char)v;
+    return p;
+}
+
+/* ids' varints, those under 2^14 (a vocabulary's) without a branch on their size: both bytes
+ * written, the second kept only when needed. It may write one byte past the last varint: into
+ * the record's next field (label or length: one always follows), written over after. Adds
+ * how many of them are unk to *hits (counted in the same pass: `shard_records`). */
+unsigned char *feedgpu_put_ids(unsigned char *p, const int64_t *v, Py_ssize_t n, int64_t unk,
+                               int64_t *hits) {
+    int64_t found = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t u = (uint64_t)v[i];
+        found += v[i] == unk;
+        if (u < 1u << 14) {
+            unsigned two = u >= 0x80;
+            p[0] = (unsigned char)(u | (two << 7));
+            p[1] = (unsigned char)(u >> 7);
+            p += 1 + two;
+        } else {
+            p = put(p, u);
+        }
+    }
+    *hits += found;
+    return p;
+}
+
+static Py_ssize_t entry_size(Py_ssize_t key, Py_ssize_t feature) {
+    Py_ssize_t entry = 2 + key + 1 + vsize((uint64_t)feature) + feature;
+    return 1 + vsize((uint64_t)entry) + entry;
+}
+
+void feedgpu_plan_record(const Job *job, Py_ssize_t r) {
+    Plan *p = &job->plans[r];
+    Py_ssize_t d0 = job->first_doc[r], d1 = job->first_doc[r + 1];
+    memset(p, 0, sizeof(*p));
+    for (Py_ssize_t d = d0; d < d1; d++) {
+        const int64_t *v = job->ids + job->starts[d];
+        p->ids_bytes += job->specials_bytes;
+        if (job->varint_at) { /* written already */
+            p->ids_bytes += job->varint_at[d + 1] - job->varint_at[d];
+            continue;
+        }
+        for (Py_ssize_t i = 0, n = own(job, d); i < n; i++) p->ids_bytes += vsize((uint64_t)v[i]);
+    }
+    p->ids_listed = p->ids_bytes ? 1 + vsize((uint64_t)p->ids_bytes) + p->ids_bytes : 0;
+    p->ids_feature = 1 + vsize((uint64_t)p->ids_listed) + p->ids_listed;
+    p->ids_entry = entry_size(9, p->ids_feature);
+    for (Py_ssize_t d = d0; d < d1; d++) {
+        p->doc_values += 1 + vsize((uint64_t)job->name_sizes[d]) + job->name_sizes[d];
+        p->len_values += vsize((uint64_t)job->sizes[d]);
+        if (job->labels) p->lab_values += vsize((uint64_t)job->labels[d]);
+    }
+    p->doc_feature = 1 + vsize((uint64_t)p->doc_values) + p->doc_values;
+    p->doc_entry = entry_size(6, p->doc_feature);
+    p->len_feature = 1 + vsize((uint64_t)(1 + vsize((uint64_t)p->len_values) + p->len_values)) +
+                     1 + vsize((uint64_t)p->len_values) + p->len_values;
+    p->len_entry = entry_size(6, p->len_feature);
+    if (job->labels) {
+        Py_ssize_t listed = 1 + vsize((uint64_t)p->lab_values) + p->lab_values;
+        p->lab_feature = 1 + vsize((uint64_t)listed) + listed;
+        p->lab_entry = entry_size(5, p->lab_feature);
+    }
+    p->total = p->doc_entry + p->ids_entry + p->len_entry + p->lab_entry;
+    p->size = 1 + vsize((uint64_t)p->total) + p->total;
+}
+
+/* An entry's head: 0a len (0a keylen key 12 featurelen). */
+static unsigned char *head(unsigned char *o, const char *key, Py_ssize_t key_size,
+                           Py_ssize_t feature) {
+    Py_ssize_t entry = 2 + key_size + 1 + vsize((uint64_t)feature) + feature;
+    *o++ = 0x0a;
+    o = put(o, (uint64_t)entry);
+    *o++ = 0x0a;
+    *o++ = (unsigned char)key_size;
+    memcpy(o, key, key_size);
+    o += key_size;
+    *o++ = 0x12;
+    return put(o, (uint64_t)feature);
+}
+
+static unsigned char *put_all(unsigned char *o, const int64_t *v, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) o = put(o, (uint64_t)v[i]);
+    return o;
+}
+
+static unsigned char *int64_feature(unsigned char *o, const int64_t *v, Py_ssize_t n,
+                                    Py_ssize_t values) {
+    Py_ssize_t listed = 1 + vsize((uint64_t)values) + values;
+    *o++ = 0x1a;
+    o = put(o, (uint64_t)listed);
+    *o++ = 0x0a;
+    o = put(o, (uint64_t)values);
+    return put_all(o, v, n);
+}
+
+void feedgpu_write_record(const Job *job, Py_ssize_t r) {
+    const Plan *p = &job->plans[r];
+    Py_ssize_t d0 = job->first_doc[r], d1 = job->first_doc[r + 1];
+    unsigned char *o = job->out[r];
+    *o++ = 0x0a;
+    o = put(o, (uint64_t)p->total);
+    o = head(o, "doc_id", 6, p->doc_feature);
+    *o++ = 0x0a;
+    o = put(o, (uint64_t)p->doc_values);
+    for (Py_ssize_t d = d0; d < d1; d++) {
+        *o++ = 0x0a;
+        o = put(o, (uint64_t)job->name_sizes[d]);
+        memcpy(o, job->names[d], job->name_sizes[d]);
+        o += job->name_sizes[d];
+    }
+    o = head(o, "input_ids", 9, p->ids_feature);
+    *o++ = 0x1a;
+    o = put(o, (uint64_t)p->ids_listed);
+    if (p->ids_bytes) {
+        *o++ = 0x0a;
+        o = put(o, (uint64_t)p->ids_bytes);
+        for (Py_ssize_t d = d0; d < d1; d++) {
+            o = put_all(o, job->before, job->n_before);
+            if (job->varint_at) {
+                Py_ssize_t n = job->varint_at[d + 1] - job->varint_at[d];
+                memcpy(o, job->varints + job->varint_at[d], (size_t)n);
+                o += n;
+            } else {
+                int64_t hits = 0;
+                o = feedgpu_put_ids(o, job->ids + job->starts[d], own(job, d), -1, &hits);
+            }
+            o = put_all(o, job->after, job->n_after);
+        }
+    }
+    if (job->labels) {
+        o = head(o, "label", 5, p->lab_feature);
+        o = int64_feature(o, job->labels + d0, d1 - d0, p->lab_values);
+    }
+    o = head(o, "length", 6, p->len_feature);
+    int64_feature(o, job->sizes + d0, d1 - d0, p->len_values);
+}
+
+
+Py_ssize_t feedgpu_specials_bytes(const Job *job) {
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < job->n_before; i++) n += vsize((uint64_t)job->before[i]);
+    for (Py_ssize_t i = 0; i < job->n_after; i++) n += vsize((uint64_t)job->after[i]);
+    return n;
+}
