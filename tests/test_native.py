@@ -493,7 +493,8 @@ def test_json_lines_step_takes_only_certain_plain_lines(module: Any, tmp_path: P
 def test_json_lines_step_finds_each_stop_at_every_offset(module: Any) -> None:
     """The string scan (sixteen bytes a step where the CPU has SSE2, then byte by byte) stops
     at a quote, an escape, a control character or a byte beyond ASCII wherever it sits in a
-    long text or key: at each offset over several steps, a line is taken exactly when its
+    long text or key, and an escaped text's decoding at each escape and DEL: at each offset
+    over several steps, a line is taken exactly when its
     document is certain and plain, with HF's ids of the text Python reads."""
     rng = random.Random(12)
     vocab = _vocab(rng, 600)
@@ -511,6 +512,10 @@ def test_json_lines_step_finds_each_stop_at_every_offset(module: Any) -> None:
         b"\t": (False, False),
         b"\xc3\xa9": (False, True),
         b"\x7f": (False, True),
+        # An escaped text is decoded sixteen bytes a step too: escapes and a DEL after runs
+        # of every length.
+        b"\\/" + b"d" * 20 + b"\\r" + b"e" * 16 + b"\\t": (True, False),
+        b"\\n" + b"c" * 17 + b"\x7f": (False, False),
     }
     lines, taken = [], []
     for stop, (in_text, in_key) in stops.items():

@@ -247,6 +247,25 @@ static inline unsigned json_hex4(cursor p) {
 static ptrdiff_t json_text(cursor s, cursor end, unsigned char *out) {
     ptrdiff_t n = 0;
     for (; s < end; s++) {
+#if defined(__SSE2__)
+        /* Sixteen bytes a step up to the next escape or DEL, stored whole (the bytes past it
+         * are written over, within the room: never more than is left of the text): byte by
+         * byte, this copy was most of the JSON-lines step's own time on real-like text. */
+        const __m128i backslash = _mm_set1_epi8('\\'), del = _mm_set1_epi8(0x7f);
+        while (end - s >= 16) {
+            __m128i b = _mm_loadu_si128((const __m128i *)s);
+            int mask = _mm_movemask_epi8(
+                _mm_or_si128(_mm_cmpeq_epi8(b, backslash), _mm_cmpeq_epi8(b, del)));
+            _mm_storeu_si128((__m128i *)(out + n), b);
+            if (mask) {
+                int k = __builtin_ctz((unsigned)mask);
+                s += k, n += k;
+                break;
+            }
+            s += 16, n += 16;
+        }
+        if (s >= end) break;
+#endif
         unsigned char c = *s;
         if (c == 0x7f) return -1;
         if (c != '\\') {
