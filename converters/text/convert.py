@@ -337,11 +337,14 @@ def text_features(options: TextOptions, labelled: bool) -> list[Feature]:
 def _tokenizer_info(
     tokenizer: TextTokenizer, spec: TokenizerSpec, options: TextOptions
 ) -> TokenizerInfo:
-    """The tokenizer as the manifest records it: its identity and the ids readers need."""
+    """The tokenizer as the manifest records it: the ids readers need. Its identity is left
+    to the runner (`TextRunner._finish`), which has it hashed beside the first chunk: hashing
+    the config (~5 ms for an 8k vocabulary) was a third of planning, which nothing else runs
+    beside (benchmarks/RESULTS.md, "Issue 29, tenth session")."""
     pad_id, pad_token, pad_choice = tokenizer.choose_pad(options.pad_id)
     before, after = tokenizer.special_ids() if options.special else ([], [])
     return TokenizerInfo(
-        identity=tokenizer.identity,
+        identity="",
         spec=options.tokenizer,
         model=tokenizer.config["model"]["type"],
         vocab_size=tokenizer.vocab_size,
