@@ -71,6 +71,32 @@ def test_summary_merges_exactly() -> None:
     assert both.to_json()["h"]["count"] == 6 and both.to_json()["h"]["sum"] == 1120
 
 
+def test_summary_of_many_counts_at_once_is_one_value_at_a_time() -> None:
+    """add_counts of a mapping (its buckets looked up once per value) records what adding each
+    value alone does, floats and repeated values too; counts of 0 or less add nothing; a
+    text shard's length counts merge the same from pieces in memory and read back (str keys)."""
+    import random
+
+    from feedgpu.converters.text.pieces import merge_lengths
+
+    rng = random.Random(3)
+    counts = {rng.randint(0, 5000): rng.randint(-1, 9) for _ in range(3000)}
+    counts.update({0.5: 2, 2.0: 1, 1024: 3, 1025: 1})
+    at_once, alone = Summary(), Summary()
+    at_once.add_counts("x", counts)
+    for value, n in sorted(counts.items()):
+        for _ in range(max(n, 0)):
+            alone.add_counts("x", {value: 1})
+    assert at_once.to_json() == alone.to_json()
+    assert at_once.to_json()["x"]["count"] == sum(max(n, 0) for n in counts.values())
+    assert Summary.bucket(1025) == 1218 and Summary.bucket(0.5) == 1 and Summary.bucket(0) == 0
+    pieces = [{"lengths": {5: 2, 9: 1}}, {"lengths": {"5": 1, "700": 4}}]
+    assert merge_lengths(pieces) == {5: 3, 9: 1, 700: 4}
+    empty = Summary()
+    empty.add_counts("empty", {3: 0, 4: -1})
+    assert empty.to_json() == {}
+
+
 def test_kill_minus_nine_then_resume_gives_identical_bytes(tmp_path: Path) -> None:
     src = tmp_path / "src"
     write_sample_images(str(src), num_classes=2, images_per_class=60, sizes=((160, 120),))

@@ -305,24 +305,35 @@ def piece_key(split: str, index: int) -> str:
 
 
 def merge_lengths(pieces: list[dict[str, Any]]) -> Counter[int]:
-    total: Counter[int] = Counter()
+    """Pieces' exact length counts, summed: a plain dict's loop (a Counter's update, and
+    str keys made int for every piece, took 3x as long: ~1,500 lengths a piece of real-like
+    documents, at a conversion's end). Keys are str in a marker read back (JSON)."""
+    total: dict[int, int] = {}
+    get = total.get
     for piece in pieces:
-        total.update({int(k): n for k, n in piece["lengths"].items()})
-    return total
+        lengths = piece["lengths"]
+        if lengths and isinstance(next(iter(lengths)), str):
+            lengths = {int(k): n for k, n in lengths.items()}
+        for length, n in lengths.items():
+            total[length] = get(length, 0) + n
+    return Counter(total)
 
 
 def text_statistics(pieces: list[dict[str, Any]]) -> TextStatistics:
     """What is stored: documents, ids, padding waste at fixed lengths and the exact length
     counts of the stored examples (after --max-length, --stride or --pack: what the pipeline
     pads and buckets); the unknown-token rate is over the documents as tokenized."""
+    import numpy as np
+
     lengths = merge_lengths(pieces)
-    count = sum(lengths.values())
-    tokens = sum(length * n for length, n in lengths.items())
+    stored = np.fromiter(lengths.keys(), np.int64, len(lengths))
+    counts = np.fromiter(lengths.values(), np.int64, len(lengths))
+    count, tokens = int(counts.sum()), int((stored * counts).sum())
     unknown = sum(p["unknown"] for p in pieces)
     tokenized = sum(p["doc_tokens"] for p in pieces)
     waste = {}
-    for fixed in WASTE_LENGTHS:
-        kept = sum(min(length, fixed) * n for length, n in lengths.items())
+    for fixed in WASTE_LENGTHS:  # in numpy: ~1,500 lengths times five took ~1 ms
+        kept = int((np.minimum(stored, fixed) * counts).sum())
         waste[str(fixed)] = round(1 - kept / (count * fixed), 4) if count else 0.0
     return TextStatistics(
         documents=sum(p["documents"] for p in pieces),

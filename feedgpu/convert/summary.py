@@ -3,6 +3,7 @@ across shards and workers: image sizes and document lengths in the manifest."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping
@@ -30,17 +31,26 @@ class Summary:
         return math.ceil(2 ** (math.ceil(math.log2(value) * 4) / 4))
 
     def add_counts(self, key: str, counts: Mapping[Any, int]) -> None:
-        """Record `n` examples of each value at once."""
+        """Record `n` examples of each value at once.
+
+        In value order, as one at a time would (a float sum adds up the same), each value's
+        bucket looked up once per process (`_edge`): a text shard's exact length counts
+        (~1,500 values for real-like documents) took ~1.4 ms each, at a conversion's end."""
+        s: dict[str, Any] | None = None
         for value, n in sorted(counts.items()):
             if n <= 0:
                 continue
-            s = self.data.setdefault(key, {"count": 0, "sum": 0, "min": value, "max": value})
-            s["count"] += n
-            s["sum"] += value * n
-            s["min"], s["max"] = min(s["min"], value), max(s["max"], value)
-            hist = s.setdefault("hist", {})
-            edge = str(self.bucket(value))
+            if s is None:
+                s = self.data.setdefault(key, {"count": 0, "sum": 0, "min": value, "max": value})
+                hist = s.setdefault("hist", {})
+                low, high, total, count = s["min"], s["max"], s["sum"], s["count"]
+            count += n
+            total += value * n
+            low, high = min(low, value), max(high, value)
+            edge = _edge(value)
             hist[edge] = hist.get(edge, 0) + n
+        if s is not None:
+            s["count"], s["sum"], s["min"], s["max"] = count, total, low, high
 
     def merge(self, other: Summary) -> None:
         """Fold another summary into this one."""
@@ -66,3 +76,10 @@ class Summary:
             mean = s["sum"] / s["count"] if s["count"] else 0
             out[key] = {**s, "mean": round(mean, 4), "hist": pairs}
         return out
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _edge(value: float) -> str:
+    """Summary.bucket(value) as a histogram key (values equal as numbers share one: so do
+    their buckets)."""
+    return str(Summary.bucket(value))
