@@ -2,12 +2,13 @@
 
 Two small C extensions, built by setup.py: `_wordpiece` (WordPiece ids of texts, characters
 beyond ASCII by a table of HF's answers, and of JSON lines parsed in the same pass:
-`plain_wordpiece`, `char_table`) and `_records` (serialized examples: `examples`; documents'
-ids: `batches.numbered`; their shards: `examples.route`; TFRecord framing: `pieces`; line
-bounds: `raw_lines`). Each gives the same result as the Python and TensorFlow path it
-replaces, faster (benchmarks/RESULTS.md, "Issue 29", fifth to eighth sessions). Without a
-C compiler at install the package installs without them and uses that path;
-FEEDGPU_NO_NATIVE=1 does the same, for comparing or ruling them out.
+`plain_wordpiece`, `char_table`) and `_records` (serialized examples: `examples`; a batch of
+JSON lines' records named, routed, built and framed by shard in one call: `framed`;
+documents' ids: `batches.numbered`; their shards: `examples.route`; TFRecord framing:
+`pieces`; line bounds: `raw_lines`). Each gives the same result as the Python and
+TensorFlow path it replaces, faster (benchmarks/RESULTS.md, "Issue 29", fifth to tenth
+sessions). Without a C compiler at install the package installs without them and uses that
+path; FEEDGPU_NO_NATIVE=1 does the same, for comparing or ruling them out.
 """
 
 from __future__ import annotations
