@@ -362,6 +362,46 @@ def test_vocab_file_cased_and_uncased(tmp_path: Path) -> None:
         )
 
 
+def test_max_length_and_stride_leave_room_for_the_text(tmp_path: Path) -> None:
+    """A tokenizer adding five special ids: --max-length 4 (or 5) leaves no room for a
+    document's own ids and --stride 3 at --max-length 8 windows that would not advance; each
+    is one clear line before anything is tokenized (not a traceback, nor, on the compiled
+    path, examples left untruncated); --no-special and enough room convert."""
+    from tokenizers.implementations import BertWordPieceTokenizer
+    from tokenizers.processors import TemplateProcessing
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "alpha", "beta", "the", "of"]
+    bert = BertWordPieceTokenizer({w: i for i, w in enumerate(vocab)}, lowercase=True)
+    bert.post_processor = TemplateProcessing(
+        single="[CLS] [MASK] [PAD] $A [SEP] [MASK]",
+        special_tokens=[("[CLS]", 2), ("[SEP]", 3), ("[MASK]", 4), ("[PAD]", 0)],
+    )
+    bert.save(str(tmp_path / "tokenizer.json"))
+    src = tmp_path / "src"
+    src.mkdir()
+    lines = [json.dumps({"text": "alpha beta the of " * (i % 5 + 1)}) for i in range(50)]
+    (src / "a.jsonl").write_text("\n".join(lines) + "\n")
+    tok = str(tmp_path / "tokenizer.json")
+    for max_length in (4, 5):
+        with pytest.raises(UsageError, match=f"--max-length {max_length}: the tokenizer adds 5"):
+            convert_text(
+                str(src), str(tmp_path / "o"), TextOptions(tokenizer=tok, max_length=max_length)
+            )
+    with pytest.raises(UsageError, match="--stride 3: windows of 3 ids"):
+        convert_text(
+            str(src), str(tmp_path / "o"), TextOptions(tokenizer=tok, max_length=8, stride=3)
+        )
+    assert not list((tmp_path / "o").glob("*.tfrecord-*"))
+    for options in (
+        TextOptions(tokenizer=tok, max_length=4, special=False),
+        TextOptions(tokenizer=tok, max_length=7),
+    ):
+        out = tmp_path / f"ok-{options.special}"
+        convert_text(str(src), str(out), options, quiet=True)
+        lengths = [len(ex["input_ids"]) for ex in shard_examples(out)]
+        assert lengths and max(lengths) <= options.max_length
+
+
 def test_strict_and_option_errors(tmp_path: Path, text_folder: Path) -> None:
     from feedgpu import InputError
 

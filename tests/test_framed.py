@@ -154,6 +154,10 @@ def test_framed_step_refuses_what_does_not_add_up(records: Any) -> None:
         ({"prefixes": ["a:", "b:"]}, ValueError),
         ({"prefixes": [b"a:"]}, TypeError),
         ({"count": 0}, ValueError),
+        ({"count": 2**61}, MemoryError),  # its per-shard arrays' size would wrap around
+        ({"budget": -2}, ValueError),
+        # runs whose sum wraps around to the documents' count
+        ({"runs": np.array([1, 2**63 - 1, 2**63 - 1, 3]), "prefixes": list("abcd")}, ValueError),
         ({"record_docs": 0}, ValueError),
         ({"lengths": lengths.astype(np.int32)}, ValueError),
     ]

@@ -175,7 +175,6 @@ void feedgpu_write_record(const Job *job, Py_ssize_t r) {
     int64_feature(o, job->sizes + d0, d1 - d0, p->len_values);
 }
 
-
 Py_ssize_t feedgpu_specials_bytes(const Job *job) {
     Py_ssize_t n = 0;
     for (Py_ssize_t i = 0; i < job->n_before; i++) n += vsize((uint64_t)job->before[i]);

@@ -49,7 +49,8 @@ unsigned char *feedgpu_put_ids(unsigned char *p, const int64_t *v, Py_ssize_t n,
 void feedgpu_write_record(const Job *job, Py_ssize_t r);
 
 /* frame(records) and crc32c(data, hardware); feedgpu_crc_init before either's first call.
- * (Prefixed: the module's only symbols outside its own files.) */
+ * (What the module's files share is prefixed feedgpu_, or is a type or inline function of
+ * this header.) */
 PyObject *feedgpu_frame(PyObject *self, PyObject *args);
 PyObject *feedgpu_crc32c(PyObject *self, PyObject *args);
 void feedgpu_crc_init(void);

@@ -82,7 +82,8 @@ PyObject *feedgpu_route(PyObject *self, PyObject *args) {
     uint64_t *hashed = (uint64_t *)PyBytes_AS_STRING(out);
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < count; i++)
-        hashed[i] = feedgpu_siphash(k0, k1, (const unsigned char *)texts[i], (size_t)sizes[i]) % buckets;
+        hashed[i] =
+            feedgpu_siphash(k0, k1, (const unsigned char *)texts[i], (size_t)sizes[i]) % buckets;
     Py_END_ALLOW_THREADS
     PyMem_Free(texts);
     PyMem_Free(sizes);

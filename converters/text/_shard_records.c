@@ -38,8 +38,12 @@ static Py_ssize_t cut(const int64_t *sizes, Py_ssize_t docs, Py_ssize_t per_reco
     return records;
 }
 
-/* The int64 bytes object of n values, and its values. */
+/* The int64 bytes object of n values, and its values; NULL with MemoryError if too many. */
 static PyObject *int64_bytes(Py_ssize_t n, int64_t **values) {
+    if (n > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(int64_t)) {
+        *values = NULL;
+        return PyErr_NoMemory();
+    }
     PyObject *b = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
     *values = b ? (int64_t *)PyBytes_AS_STRING(b) : NULL;
     return b;
@@ -133,8 +137,9 @@ PyObject *feedgpu_shard_records(PyObject *self, PyObject *args) {
     Py_buffer ids = {0}, lengths = {0}, numbers = {0}, runs = {0}, before = {0}, after = {0};
     PyObject *held = NULL, *framed = NULL, *result = NULL, *out[6] = {0};
     Py_ssize_t id_count, n = 0;
-    if (b.per_record < 0 || b.record_ids < 1 || b.record_docs < 1 || b.count < 1) {
-        PyErr_SetString(PyExc_ValueError, "per_record, record_ids, record_docs or count");
+    if (b.per_record < 0 || b.record_ids < 1 || b.record_docs < 1 || b.count < 1 ||
+        b.budget < -1) {
+        PyErr_SetString(PyExc_ValueError, "budget, per_record, record_ids, record_docs or count");
         return NULL;
     }
     if (int64s(ids_obj, &ids, &id_count) < 0) return NULL;
@@ -151,10 +156,11 @@ PyObject *feedgpu_shard_records(PyObject *self, PyObject *args) {
         if (b.lengths[d] < 0 || b.lengths[d] > id_count - sum) break;
         sum += b.lengths[d];
     }
-    Py_ssize_t in_runs = 0;
-    for (Py_ssize_t r = 0; r < b.nruns && in_runs <= docs; r++)
-        in_runs += b.runs[r] < 0 ? docs + 1 : b.runs[r];
-    if (d != docs || sum != id_count || n != docs || in_runs != docs || PyTuple_GET_SIZE(held) != b.nruns) {
+    Py_ssize_t in_runs = 0, r = 0;
+    for (; r < b.nruns && b.runs[r] >= 0 && b.runs[r] <= docs - in_runs; r++)
+        in_runs += b.runs[r]; /* no sum that could overflow */
+    if (d != docs || sum != id_count || n != docs || r != b.nruns || in_runs != docs ||
+        PyTuple_GET_SIZE(held) != b.nruns) {
         PyErr_SetString(PyExc_ValueError, "lengths, numbers, runs and prefixes disagree");
         goto done;
     }
@@ -193,9 +199,10 @@ PyObject *feedgpu_shard_records(PyObject *self, PyObject *args) {
     out[5] = int64_bytes(docs, &stored);
     job.sizes = stored;
     if (!b.name_room || !job.names || !job.name_sizes || !job.starts || !job.first_doc ||
-        !job.plans || !job.out || !b.shard_of || !b.at || !b.varint_at || !job.varints || !out[0] || !out[1] || !out[2] ||
-        !out[3] || !out[4] || !out[5])
+        !job.plans || !job.out || !b.shard_of || !b.at || !b.varint_at || !job.varints)
         goto nomemory;
+    for (int k = 0; k < 6; k++)
+        if (!out[k]) goto done; /* MemoryError set */
     Py_ssize_t total;
     Py_BEGIN_ALLOW_THREADS
     total = arrange(&job, &b);

@@ -191,7 +191,7 @@ class Batch:
             self.runs.append((prefix, lines))
             self.in_runs += len(lines)
             self.splits += [split] * len(lines)
-        else:  # each one's split by the hash of its name
+        else:  # named now: a batch's names in order, or each one's split by their hash
             doc_ids = numbered(prefix, lines)
             self.names().extend(doc_ids)
             self.splits += (

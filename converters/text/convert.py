@@ -131,6 +131,7 @@ def plan_text_dataset(
     started = time.perf_counter()
     tokenizer = _tokenizer(spec, options, sources, fractions, run.quiet)
     tokenizer_s = time.perf_counter() - started
+    options.check_room(sum(map(len, tokenizer.special_ids())))
     layout = options  # the options as written: --docs-per-record auto decided
     if options.blocks and options.docs_per_record is None:
         per_record = choose_per_record(_mean_ids(sources, options, tokenizer))

@@ -92,6 +92,31 @@ class TextOptions:
                 "a record; leave it out"
             )
 
+    def check_room(self, extra: int) -> None:
+        """--max-length (and --stride) against the extra special ids the tokenizer adds to
+        every example: no room left for a document's own ids, or windows that would not
+        advance, is refused before anything is tokenized, not found by a tokenizer thread as
+        a traceback (or, on the compiled path, taken for no truncation at all).
+
+        Raises:
+            UsageError: --max-length or --stride leaves no room.
+        """
+        if self.max_length is None or not self.special:
+            return
+        room = self.max_length - extra
+        if room < 1:
+            raise UsageError(
+                f"--max-length {self.max_length}: the tokenizer adds {extra} special tokens to "
+                f"each example, leaving no room for its text; use at least {extra + 1}, or "
+                "--no-special"
+            )
+        if self.stride is not None and self.stride >= room:
+            raise UsageError(
+                f"--stride {self.stride}: windows of {room} ids (--max-length less the "
+                f"tokenizer's {extra} special tokens) would not advance; use a stride below "
+                f"{room}"
+            )
+
     @property
     def blocks(self) -> bool:
         """Whether records hold blocks of documents (a list of lengths, ids concatenated)."""
