@@ -181,3 +181,12 @@ Py_ssize_t feedgpu_specials_bytes(const Job *job) {
     for (Py_ssize_t i = 0; i < job->n_after; i++) n += vsize((uint64_t)job->after[i]);
     return n;
 }
+
+void feedgpu_job_free(Job *job) {
+    PyMem_Free(job->names);
+    PyMem_Free(job->name_sizes);
+    PyMem_Free(job->starts);
+    PyMem_Free(job->first_doc);
+    PyMem_Free(job->plans);
+    PyMem_Free(job->out);
+}

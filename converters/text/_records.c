@@ -125,12 +125,7 @@ static PyObject *examples(PyObject *self, PyObject *args) {
     for (Py_ssize_t r = 0; r < job.records; r++) feedgpu_write_record(&job, r);
     Py_END_ALLOW_THREADS
 done:
-    PyMem_Free(job.names);
-    PyMem_Free(job.name_sizes);
-    PyMem_Free(job.starts);
-    PyMem_Free(job.first_doc);
-    PyMem_Free(job.plans);
-    PyMem_Free(job.out);
+    feedgpu_job_free(&job);
     Py_XDECREF(held);
     if (ids.obj) PyBuffer_Release(&ids);
     if (sizes.obj) PyBuffer_Release(&sizes);

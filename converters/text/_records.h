@@ -47,6 +47,8 @@ void feedgpu_plan_record(const Job *job, Py_ssize_t r);
 unsigned char *feedgpu_put_ids(unsigned char *p, const int64_t *v, Py_ssize_t n, int64_t unk,
                                int64_t *hits);
 void feedgpu_write_record(const Job *job, Py_ssize_t r);
+/* What a job's arrays hold freed (PyMem_Free; NULL ones too). */
+void feedgpu_job_free(Job *job);
 
 /* frame(records) and crc32c(data, hardware); feedgpu_crc_init before either's first call.
  * (What the module's files share is prefixed feedgpu_, or is a type or inline function of

@@ -228,12 +228,7 @@ done:
     PyMem_Free(b.prefixes);
     PyMem_Free(b.prefix_sizes);
     PyMem_Free(b.name_room);
-    PyMem_Free(job.names);
-    PyMem_Free(job.name_sizes);
-    PyMem_Free(job.starts);
-    PyMem_Free(job.first_doc);
-    PyMem_Free(job.plans);
-    PyMem_Free(job.out);
+    feedgpu_job_free(&job);
     PyMem_Free(b.shard_of);
     PyMem_Free(b.at);
     PyMem_Free(b.varint_at);
