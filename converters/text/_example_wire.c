@@ -42,15 +42,16 @@ static inline unsigned char *put(unsigned char *p, uint64_t v) {
 }
 
 /* ids' varints, those under 2^14 (a vocabulary's) without a branch on their size: both bytes
- * written, the second kept only when needed. It may write one byte past the last varint: into
- * the record's next field (label or length: one always follows), written over after. Adds
- * how many of them are unk to *hits (counted in the same pass: `shard_records`). */
-unsigned char *feedgpu_put_ids(unsigned char *p, const int64_t *v, Py_ssize_t n, int64_t unk,
-                               int64_t *hits) {
+ * written, the second kept only when needed. It may write one byte past the last varint (into
+ * what its caller writes next: a record's next field, or the next document's varints, or the
+ * byte of room after them). With count, adds how many are unk to *hits in the same pass
+ * (`shard_records`); inlined, the loop without count has no compare. */
+static inline unsigned char *put_ids(unsigned char *p, const int64_t *v, Py_ssize_t n,
+                                     int count, int64_t unk, int64_t *hits) {
     int64_t found = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         uint64_t u = (uint64_t)v[i];
-        found += v[i] == unk;
+        if (count) found += v[i] == unk;
         if (u < 1u << 14) {
             unsigned two = u >= 0x80;
             p[0] = (unsigned char)(u | (two << 7));
@@ -60,8 +61,13 @@ unsigned char *feedgpu_put_ids(unsigned char *p, const int64_t *v, Py_ssize_t n,
             p = put(p, u);
         }
     }
-    *hits += found;
+    if (count) *hits += found;
     return p;
+}
+
+unsigned char *feedgpu_put_ids(unsigned char *p, const int64_t *v, Py_ssize_t n, int64_t unk,
+                               int64_t *hits) {
+    return put_ids(p, v, n, 1, unk, hits);
 }
 
 static Py_ssize_t entry_size(Py_ssize_t key, Py_ssize_t feature) {
@@ -74,12 +80,12 @@ void feedgpu_plan_record(const Job *job, Py_ssize_t r) {
     Py_ssize_t d0 = job->first_doc[r], d1 = job->first_doc[r + 1];
     memset(p, 0, sizeof(*p));
     for (Py_ssize_t d = d0; d < d1; d++) {
-        const int64_t *v = job->ids + job->starts[d];
         p->ids_bytes += job->specials_bytes;
         if (job->varint_at) { /* written already */
             p->ids_bytes += job->varint_at[d + 1] - job->varint_at[d];
             continue;
         }
+        const int64_t *v = job->ids + job->starts[d];
         for (Py_ssize_t i = 0, n = own(job, d); i < n; i++) p->ids_bytes += vsize((uint64_t)v[i]);
     }
     p->ids_listed = p->ids_bytes ? 1 + vsize((uint64_t)p->ids_bytes) + p->ids_bytes : 0;
@@ -161,8 +167,7 @@ void feedgpu_write_record(const Job *job, Py_ssize_t r) {
                 memcpy(o, job->varints + job->varint_at[d], (size_t)n);
                 o += n;
             } else {
-                int64_t hits = 0;
-                o = feedgpu_put_ids(o, job->ids + job->starts[d], own(job, d), -1, &hits);
+                o = put_ids(o, job->ids + job->starts[d], own(job, d), 0, 0, NULL);
             }
             o = put_all(o, job->after, job->n_after);
         }

@@ -8,20 +8,7 @@
  * CRC32C of the data], little-endian. CRC32C (Castagnoli) by the SSE 4.2 instruction where
  * the CPU has it, else by tables (slicing by 8); either gives the same bytes. */
 static uint32_t CRC_TABLE[8][256];
-static int crc_has_hardware(void);
-static int CRC_HAS_HARDWARE;
-
-void feedgpu_crc_init(void) {
-    CRC_HAS_HARDWARE = crc_has_hardware();
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        CRC_TABLE[0][i] = c;
-    }
-    for (int t = 1; t < 8; t++)
-        for (int i = 0; i < 256; i++)
-            CRC_TABLE[t][i] = (CRC_TABLE[t - 1][i] >> 8) ^ CRC_TABLE[0][CRC_TABLE[t - 1][i] & 0xff];
-}
+static int CRC_HAS_HARDWARE; /* asked once, at import: CPUID traps to the host in a VM */
 
 static uint32_t crc_tables(const unsigned char *p, size_t n) {
     uint32_t c = 0xFFFFFFFFu;
@@ -55,17 +42,28 @@ __attribute__((target("sse4.2"))) static uint32_t crc_sse42(const unsigned char 
 #define CRC_HARDWARE 0
 #endif
 
+
 /* By CPUID itself: __builtin_cpu_supports needs a symbol from libgcc that Apple's toolchain
  * does not provide. */
-int feedgpu_crc_hardware(void) { return CRC_HAS_HARDWARE; }
-
-static int crc_has_hardware(void) { /* once, at import: CPUID traps to the host in a VM */
+static int crc_has_hardware(void) {
 #if CRC_HARDWARE
     unsigned int a, b, c, d;
     return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2);
 #else
     return 0;
 #endif
+}
+
+void feedgpu_crc_init(void) {
+    CRC_HAS_HARDWARE = crc_has_hardware();
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        CRC_TABLE[0][i] = c;
+    }
+    for (int t = 1; t < 8; t++)
+        for (int i = 0; i < 256; i++)
+            CRC_TABLE[t][i] = (CRC_TABLE[t - 1][i] >> 8) ^ CRC_TABLE[0][CRC_TABLE[t - 1][i] & 0xff];
 }
 
 static uint32_t crc32c(const unsigned char *p, size_t n, int hardware) {
@@ -81,17 +79,17 @@ static unsigned char *put_masked(unsigned char *o, uint32_t crc) {
     return o;
 }
 
-void feedgpu_frame_at(unsigned char *o, size_t n, int hardware) {
+void feedgpu_frame_at(unsigned char *o, size_t n) {
     for (int k = 0; k < 8; k++) o[k] = (unsigned char)((uint64_t)n >> (8 * k));
-    put_masked(o + 8, crc32c(o, 8, hardware));
-    put_masked(o + 12 + n, crc32c(o + 12, n, hardware));
+    put_masked(o + 8, crc32c(o, 8, CRC_HAS_HARDWARE));
+    put_masked(o + 12 + n, crc32c(o + 12, n, CRC_HAS_HARDWARE));
 }
 
 PyObject *feedgpu_crc32c(PyObject *self, PyObject *args) {
     Py_buffer data;
     int hardware;
     if (!PyArg_ParseTuple(args, "y*p", &data, &hardware)) return NULL;
-    uint32_t crc = crc32c(data.buf, (size_t)data.len, hardware && feedgpu_crc_hardware());
+    uint32_t crc = crc32c(data.buf, (size_t)data.len, hardware && CRC_HAS_HARDWARE);
     PyBuffer_Release(&data);
     return PyLong_FromUnsignedLong(crc);
 }
@@ -119,13 +117,12 @@ PyObject *feedgpu_frame(PyObject *self, PyObject *args) {
     PyObject *out = PyBytes_FromStringAndSize(NULL, total);
     if (out) {
         unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
-        int hardware = feedgpu_crc_hardware();
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < count; i++) {
             PyObject *record = PyTuple_GET_ITEM(held, i);
             size_t n = (size_t)PyBytes_GET_SIZE(record);
             memcpy(o + 12, PyBytes_AS_STRING(record), n);
-            feedgpu_frame_at(o, n, hardware);
+            feedgpu_frame_at(o, n);
             o += n + 16;
         }
         Py_END_ALLOW_THREADS

@@ -53,7 +53,8 @@ PyObject *feedgpu_line_ends(PyObject *self, PyObject *args) {
     for (const char *p = s; (p = memchr(p, '\n', end - p)); p++) count++;
     Py_END_ALLOW_THREADS
     int open = len && s[len - 1] != '\n';
-    PyObject *result = PyBytes_FromStringAndSize(NULL, (count + open) * (Py_ssize_t)sizeof(int64_t));
+    PyObject *result =
+        PyBytes_FromStringAndSize(NULL, (count + open) * (Py_ssize_t)sizeof(int64_t));
     if (result) {
         int64_t *out = (int64_t *)PyBytes_AS_STRING(result);
         *out++ = 0;

@@ -10,7 +10,6 @@
 #include "_int64s.h"
 
 #include <stdint.h>
-#include <string.h>
 
 static PyObject *examples(PyObject *self, PyObject *args) {
     PyObject *ids_obj, *sizes_obj, *names_obj, *labels_obj, *blocks_obj;

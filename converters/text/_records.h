@@ -1,5 +1,6 @@
 /* What the `_records` module's files share: its examples' wire format (_example_wire.c),
- * framing (_framing.c), routing (_route.c) and lines' (_lines.c) entries. */
+ * a batch's records framed by shard (_shard_records.c), framing (_framing.c), routing
+ * (_route.c) and lines' (_lines.c) entries. */
 #ifndef FEEDGPU_RECORDS_H
 #define FEEDGPU_RECORDS_H
 
@@ -43,7 +44,7 @@ static inline Py_ssize_t own(const Job *job, Py_ssize_t d) {
 Py_ssize_t feedgpu_specials_bytes(const Job *job);
 void feedgpu_plan_record(const Job *job, Py_ssize_t r);
 /* ids' varints at p; past them. It may write one byte more (into what follows: room for it).
- * Adds the count of ids equal to unk to *hits. */
+ * Adds the count of ids equal to unk to *hits (shard_records' varints pass). */
 unsigned char *feedgpu_put_ids(unsigned char *p, const int64_t *v, Py_ssize_t n, int64_t unk,
                                int64_t *hits);
 void feedgpu_write_record(const Job *job, Py_ssize_t r);
@@ -57,9 +58,8 @@ PyObject *feedgpu_frame(PyObject *self, PyObject *args);
 PyObject *feedgpu_crc32c(PyObject *self, PyObject *args);
 void feedgpu_crc_init(void);
 /* A record of n bytes already at o + 12 framed there: its length and masked CRCs around it
- * (n + 16 bytes from o). hardware: feedgpu_crc_hardware()'s answer. */
-void feedgpu_frame_at(unsigned char *o, size_t n, int hardware);
-int feedgpu_crc_hardware(void);
+ * (n + 16 bytes from o). */
+void feedgpu_frame_at(unsigned char *o, size_t n);
 
 /* route(ids, k0, k1, buckets): each id's SipHash-2-4 modulo buckets (uint64s as bytes);
  * feedgpu_siphash, one id's. */

@@ -1,4 +1,4 @@
-"""Types of the compiled step `_records.c` (see native.py and examples.py)."""
+"""Types of the compiled step `_records.c` (see native.py, examples.py and framed.py)."""
 
 from collections.abc import Sequence
 from typing import Any

@@ -57,7 +57,7 @@ typedef struct {
     const char **prefixes;
     Py_ssize_t *prefix_sizes;
     char *name_room;
-    int64_t *full, *unknown, *doc_shard; /* out, per document */
+    int64_t *full, *unknown, *doc_shard, *stored; /* out, per document (stored: job->sizes) */
     Py_ssize_t *shard_of, *at;           /* per record: its shard (from 0), its frame's offset */
     Py_ssize_t *varint_at;               /* per document, and one past the last (job->varints) */
     int64_t *ends, *counts;              /* out, per shard: bytes to its group's end, records */
@@ -81,7 +81,6 @@ static Py_ssize_t arrange(Job *job, Batch *b) {
     }
     /* Each document's kept ids as varints, once (with its unknown ids counted): planned and
      * written from there, the ids are read once, not three times. */
-    int64_t *stored = (int64_t *)job->sizes;
     unsigned char *varints = (unsigned char *)job->varints, *o = varints;
     for (Py_ssize_t i = 0, at = 0; i < job->docs; at += b->lengths[i++]) {
         Py_ssize_t n = b->lengths[i], kept = b->budget >= 0 && n > b->budget ? b->budget : n;
@@ -90,8 +89,7 @@ static Py_ssize_t arrange(Job *job, Batch *b) {
         b->varint_at[i] = o - varints;
         o = feedgpu_put_ids(o, ids, kept, b->unk, &hits);
         for (Py_ssize_t k = kept; k < n; k++) hits += ids[k] == b->unk; /* truncated */
-        job->starts[i] = at;
-        stored[i] = kept + extra;
+        b->stored[i] = kept + extra;
         b->full[i] = n + extra;
         b->unknown[i] = hits;
     }
@@ -181,7 +179,6 @@ PyObject *feedgpu_shard_records(PyObject *self, PyObject *args) {
     b.name_room = PyMem_Malloc(room + 1);
     job.names = PyMem_Malloc(sizeof(char *) * (docs + 1));
     job.name_sizes = PyMem_Malloc(sizeof(Py_ssize_t) * (docs + 1));
-    job.starts = PyMem_Malloc(sizeof(Py_ssize_t) * (docs + 1));
     job.first_doc = PyMem_Malloc(sizeof(Py_ssize_t) * (docs + 1));
     job.plans = PyMem_Malloc(sizeof(Plan) * (docs + 1));
     job.out = PyMem_Malloc(sizeof(unsigned char *) * (docs + 1));
@@ -190,15 +187,14 @@ PyObject *feedgpu_shard_records(PyObject *self, PyObject *args) {
     b.varint_at = PyMem_Malloc(sizeof(Py_ssize_t) * (docs + 1));
     job.varint_at = b.varint_at;
     job.varints = PyMem_Malloc(10 * (size_t)id_count + 1); /* ten bytes an id at most */
-    int64_t *stored;
     out[0] = int64_bytes(b.count, &b.ends);
     out[1] = int64_bytes(b.count, &b.counts);
     out[2] = int64_bytes(docs, &b.doc_shard);
     out[3] = int64_bytes(docs, &b.full);
     out[4] = int64_bytes(docs, &b.unknown);
-    out[5] = int64_bytes(docs, &stored);
-    job.sizes = stored;
-    if (!b.name_room || !job.names || !job.name_sizes || !job.starts || !job.first_doc ||
+    out[5] = int64_bytes(docs, &b.stored);
+    job.sizes = b.stored;
+    if (!b.name_room || !job.names || !job.name_sizes || !job.first_doc ||
         !job.plans || !job.out || !b.shard_of || !b.at || !b.varint_at || !job.varints)
         goto nomemory;
     for (int k = 0; k < 6; k++)
@@ -209,12 +205,11 @@ PyObject *feedgpu_shard_records(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     if (!(framed = PyBytes_FromStringAndSize(NULL, total))) goto done;
     unsigned char *base = (unsigned char *)PyBytes_AS_STRING(framed);
-    int hardware = feedgpu_crc_hardware();
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t r = 0; r < job.records; r++) {
         job.out[r] = base + b.at[r] + 12;
         feedgpu_write_record(&job, r);
-        feedgpu_frame_at(base + b.at[r], (size_t)job.plans[r].size, hardware);
+        feedgpu_frame_at(base + b.at[r], (size_t)job.plans[r].size);
     }
     Py_END_ALLOW_THREADS
     Py_ssize_t first_at = job.records ? b.at[0] + 12 : 0;
