@@ -158,7 +158,7 @@ def _records_stages(
         def write_all() -> None:
             writer = fresh()
             for batch in framed:
-                write_framed(writer, names, batch, None)
+                write_framed(writer, names, batch)
             writer.close()
 
         took["statistics, writes"], _ = _best(write_all)

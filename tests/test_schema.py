@@ -102,3 +102,20 @@ def test_numpy_values_and_empty_lists_fit_their_declared_types() -> None:
         floats.encode({"score": 3, "tags": []})  # it would be written as an int
     with pytest.raises(ValueError, match="tags: int value, declared string"):
         floats.encode({"score": 0.5, "tags": ["a", 7]})
+
+
+def test_a_chunk_writer_checks_its_first_record_only(tmp_path) -> None:
+    """Records made without the schema (in-graph, or by the compiled step): the chunk's first
+    is checked, before anything is written; once the chunk has pieces, no more (a block's
+    decoding takes too long for every batch); a writer without a schema checks nothing."""
+    from feedgpu.converters.text.pieces import ChunkWriter
+
+    bad = encode_example({**GOOD, "window": 0})
+    writer = ChunkWriter(str(tmp_path), None, 0, TEXT)
+    with pytest.raises(ValueError, match="window"):
+        writer.check_first(bad)
+    writer.check_first(encode_example(GOOD))
+    writer.write("train-00000", encode_example(GOOD))
+    writer.check_first(bad)  # not the first: not checked
+    ChunkWriter(str(tmp_path), None, 0, None).check_first(bad)  # type: ignore[arg-type]
+    writer.close()

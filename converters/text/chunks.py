@@ -199,17 +199,15 @@ class TextRunner(ShardStage):
         import numpy as np
 
         if isinstance(encoded, FramedBatch):
-            return write_framed(writer, self.names, encoded, self.schema)
+            return write_framed(writer, self.names, encoded)
         shards, built = encoded
         if not isinstance(built, BuiltExamples):  # windows or packing: per document
             per_doc = per_text_ids(*built)
             keys = [self.names[i] for i in shards.tolist()]
             rows = zip(batch.names(), keys, batch.labels, per_doc, strict=True)
             return sum(self.windows.emit(writer, *row) for row in rows)
-        if built.records and not writer.pieces:  # made in-graph, not by schema.encode: a
-            # chunk's first record is checked (a block's decoding takes ~0.25 ms, its Python
-            # checks more: not for every batch; benchmarks/RESULTS.md, "Issue 29")
-            self.schema.check_record(built.records[0])
+        if built.records:
+            writer.check_first(built.records[0])
         full = built.full_lengths
         doc_shards = np.repeat(shards, built.blocks.sizes)  # each document's, in record order
         writer.count_batch(self.names, doc_shards, full, built.unknown, built.stored)

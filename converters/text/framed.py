@@ -20,7 +20,6 @@ from feedgpu.converters.text.blocks import RECORD_DOCS, RECORD_IDS
 from feedgpu.converters.text.examples import ExampleBuilder
 from feedgpu.converters.text.native import native_module
 from feedgpu.converters.text.pieces import ChunkWriter
-from feedgpu.format.schema import Schema
 
 
 @dataclass(frozen=True)
@@ -104,14 +103,10 @@ def framed_batch(
     return shard_records(builder, values, lengths, batch.runs, key, split_shards[split])
 
 
-def write_framed(
-    writer: ChunkWriter, names: Sequence[str], framed: FramedBatch, schema: Schema | None
-) -> int:
+def write_framed(writer: ChunkWriter, names: Sequence[str], framed: FramedBatch) -> int:
     """A batch's framed records onto their shards' pieces (names: each shard's piece key),
-    with its statistics; its tokens. A chunk's first record is checked against schema (as
-    `TextRunner._emit_batch` checks the records it writes; None: not checked)."""
-    if schema is not None and not writer.pieces:
-        schema.check_record(framed.data[slice(*framed.first)])
+    with its statistics; its tokens."""
+    writer.check_first(framed.data[slice(*framed.first)])
     writer.count_batch(names, framed.doc_shards, framed.full, framed.unknown, framed.stored)
     data, start = memoryview(framed.data), 0
     for shard, end, records in framed.shards:

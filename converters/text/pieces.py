@@ -54,6 +54,13 @@ class ChunkWriter:
     def write(self, key: str, record: bytes) -> None:
         self._append(key, [record])
 
+    def check_first(self, record: bytes) -> None:
+        """A record made without `schema.encode` (in-graph, or by a compiled step) checked
+        against the schema when it is the chunk's first: decoding a block takes ~0.25 ms and
+        its Python checks more, too long for every batch (benchmarks/RESULTS.md, "Issue 29")."""
+        if self.schema is not None and not self.pieces:
+            self.schema.check_record(record)
+
     def _append(self, key: str, records: Sequence[bytes]) -> None:
         """Records onto one piece: one framed write."""
         step = native_module("_records")  # the same bytes, CRC32C by the CPU's instruction
