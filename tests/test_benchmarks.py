@@ -70,8 +70,12 @@ def test_profile_convert_text_smoke(capsys, vocab_txt: Path) -> None:
     # Plain lines parsed and tokenized at once, and batches framed in one step, where the
     # compiled steps are built (CI).
     parse = short.get("parse and tokenize at once", short.get("parse JSON"))
-    records = short.get("names, blocks, routes, records, framing (one step)", short.get("examples"))
+    from feedgpu.converters.text.native import native_module
+
+    one_step = "names, blocks, routes, records, framing (one step)"
+    records = short.get(one_step, short.get("examples"))
     assert short["ours/(a')"] > 0 and records is not None and records > 0
+    assert (one_step in short) == (native_module("_records") is not None)
     assert parse is not None and parse > 0
     assert short["layout sample (auto)"] > 0
     assert 0 < short["ours/best"] <= short["ours/(a')"]  # against the stronger of (a'), (a'')

@@ -144,13 +144,17 @@ def test_framed_step_refuses_what_does_not_add_up(records: Any) -> None:
     cases = [
         ({"ids": ids[:5]}, ValueError),
         ({"lengths": np.array([-1, 7], np.int64)}, ValueError),
-        (
-            {"lengths": np.array([2**62] * 4, np.int64), "numbers": np.zeros(4, np.int64)},
+        (  # lengths whose sum wraps around to the ids' count (2**64 + 6)
+            {
+                "lengths": np.array([2**62] * 4 + [6], np.int64),
+                "numbers": np.zeros(5, np.int64),
+                "runs": np.array([5], np.int64),
+            },
             ValueError,
         ),
         ({"numbers": numbers[:1]}, ValueError),
         ({"runs": np.array([1], np.int64)}, ValueError),
-        ({"runs": np.array([3, -1], np.int64), "prefixes": ["a", "b"]}, ValueError),
+        ({"runs": np.array([-1, 3], np.int64), "prefixes": ["a", "b"]}, ValueError),
         ({"prefixes": ["a:", "b:"]}, ValueError),
         ({"prefixes": [b"a:"]}, TypeError),
         ({"count": 0}, ValueError),
@@ -193,7 +197,7 @@ def test_conversion_through_the_framed_step_is_the_same_bytes(
         lines = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 30))) for _ in range(500)]
         lines[7] = "form\ffeed"
         (src / f"{name}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in lines))
-    framed = []
+    framed: list[Any] = []
     real = chunks.framed_batch
     monkeypatch.setattr(chunks, "framed_batch", lambda *a: framed.append(real(*a)) or framed[-1])
     outs = []
@@ -215,11 +219,14 @@ def test_conversion_through_the_framed_step_is_the_same_bytes(
     assert stats[0]["unknown_rate"] > 0
 
 
-def test_framed_batches_reach_a_gfile_output(records: Any, tmp_path: Path) -> None:
+def test_framed_batches_reach_a_gfile_output(
+    records: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Into a gfile-only file system (TensorFlow's ram://, standing in for gs://: piece
     folders, files that take bytes only), framed batches make the same shards as on disk."""
     import tensorflow as tf
 
+    from feedgpu.converters.text import chunks
     from feedgpu.converters.text.convert import TextOptions, convert_text
 
     rng = random.Random(8)
@@ -231,8 +238,12 @@ def test_framed_batches_reach_a_gfile_output(records: Any, tmp_path: Path) -> No
     (src / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in lines))
     options = TextOptions(tokenizer=str(tmp_path / "vocab.txt"), num_shards=3, name="c")
     convert_text(str(src), str(tmp_path / "disk"), options, quiet=True)
+    framed: list[Any] = []
+    real = chunks.framed_batch
+    monkeypatch.setattr(chunks, "framed_batch", lambda *a: framed.append(real(*a)) or framed[-1])
     remote = "ram://feedgpu-framed/out"
     convert_text(str(src), remote, options, quiet=True)
+    assert framed and all(f is not None for f in framed)  # every batch by the framed step
     names = sorted(p.name for p in (tmp_path / "disk").glob("*.tfrecord-*"))
     assert len(names) == 3
     for name in names:

@@ -493,8 +493,8 @@ def test_json_lines_step_takes_only_certain_plain_lines(module: Any, tmp_path: P
 def test_json_lines_step_finds_each_stop_at_every_offset(module: Any) -> None:
     """The string scan (sixteen bytes a step where the CPU has SSE2, then byte by byte) stops
     at a quote, an escape, a control character or a byte beyond ASCII wherever it sits in a
-    long text or key, and an escaped text's decoding at each escape and DEL: at each offset
-    over several steps, a line is taken exactly when its
+    long text or key, and an escaped text's decoding at each escape (a DEL it copies is
+    refused after, by the step): at each offset over several steps, a line is taken exactly when its
     document is certain and plain, with HF's ids of the text Python reads."""
     rng = random.Random(12)
     vocab = _vocab(rng, 600)

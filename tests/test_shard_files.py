@@ -4,6 +4,7 @@ from piece folders (Beam's) or from files that lost bytes, it gives the uninterr
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -67,7 +68,17 @@ def test_a_run_resumed_from_beams_piece_folders_appends_them(
             convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
     work = tmp_path / "out" / WORK
     assert len([p for p in work.iterdir() if p.is_dir()]) == 2  # two chunks' piece folders
+    redone: list[int] = []
+    real = TextRunner.run_chunk
+
+    def counted(self, index, on_progress, run):
+        redone.append(index)
+        return real(self, index, on_progress, run)
+
+    monkeypatch.setattr(TextRunner, "run_chunk", counted)
     convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
+    assert redone == [2, 3]  # the folders' chunks appended, not tokenized again
+    monkeypatch.undo()
     convert_text(str(src), str(tmp_path / "clean"), options, quiet=True)
     same_dataset(tmp_path / "out", tmp_path / "clean")
 
@@ -162,7 +173,11 @@ def test_write_behind_where_the_os_has_no_fdatasync(tmp_path: Path, corpus, monk
     src, options = corpus
     monkeypatch.setattr(shard_files, "WRITE_BEHIND", 1000)  # a flush every few records
     monkeypatch.delattr(shard_files.os, "fdatasync")  # as on macOS
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(shard_files.os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
     convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
     monkeypatch.undo()
+    assert synced  # written behind, by fsync
     convert_text(str(src), str(tmp_path / "clean"), options, quiet=True)
     same_dataset(tmp_path / "out", tmp_path / "clean")

@@ -76,6 +76,7 @@ def test_summary_of_many_counts_at_once_is_one_value_at_a_time() -> None:
     value alone does, floats and repeated values too; counts of 0 or less add nothing; a
     text shard's length counts merge the same from pieces in memory and read back (str keys)."""
     import random
+    from collections import Counter
 
     from feedgpu.converters.text.pieces import merge_lengths
 
@@ -88,7 +89,14 @@ def test_summary_of_many_counts_at_once_is_one_value_at_a_time() -> None:
         for _ in range(max(n, 0)):
             alone.add_counts("x", {value: 1})
     assert at_once.to_json() == alone.to_json()
-    assert at_once.to_json()["x"]["count"] == sum(max(n, 0) for n in counts.values())
+    kept = {v: n for v, n in counts.items() if n > 0}  # and both what the counts say, by hand
+    hist: Counter[str] = Counter()
+    for v, n in kept.items():
+        hist[str(Summary.bucket(v))] += n
+    got = at_once.to_json()["x"]
+    assert (got["count"], got["sum"]) == (sum(kept.values()), sum(v * n for v, n in kept.items()))
+    assert (got["min"], got["max"]) == (min(kept), max(kept))
+    assert got["hist"] == sorted([int(edge), n] for edge, n in hist.items())
     assert Summary.bucket(1025) == 1218 and Summary.bucket(0.5) == 1 and Summary.bucket(0) == 0
     pieces = [{"lengths": {5: 2, 9: 1}}, {"lengths": {"5": 1, "700": 4}}]
     assert merge_lengths(pieces) == {5: 3, 9: 1, 700: 4}

@@ -143,7 +143,10 @@ def test_cjk_ranges_are_hfs_at_their_bounds() -> None:
     from tokenizers.normalizers import BertNormalizer
 
     from feedgpu.converters.text.redo import is_cjk
+    from feedgpu.converters.text.wordpiece_vocab import _stands_alone
 
     normalize = BertNormalizer(lowercase=False, strip_accents=False).normalize_str
     for code in (0x4DFF, 0x4E00, 0x2B81F, 0x2B820, 0x2B91F, 0x2B920, 0x2CEAF, 0x2CEB0, 0xF900):
-        assert is_cjk(code) == (normalize(chr(code)) == f" {chr(code)} "), hex(code)
+        padded = normalize(chr(code)) == f" {chr(code)} "
+        assert is_cjk(code) == padded, hex(code)
+        assert _stands_alone(chr(code)) == padded, hex(code)  # letters of no category P
