@@ -251,8 +251,9 @@ class TextRunner(ShardStage):
             return emitted
 
         # Tokenizing runs on worker threads while this thread reads: one a core with the
-        # compiled step (2-4% faster than two: RESULTS.md, "Issue 29, ninth session"), two
-        # without, to keep TensorFlow's graph calls fed ("two threads a core").
+        # compiled step (than two: real-like 4% faster, short 1.5%, Cyrillic the same;
+        # RESULTS.md, "Issue 29, ninth session"), two without, to keep TensorFlow's graph
+        # calls fed ("two threads a core").
         workers = run.worker_count()
         one_a_core = self.use_fast and self.tok.plain_step() is not None
         with ThreadPoolExecutor(workers * (1 if one_a_core else 2)) as pool:
