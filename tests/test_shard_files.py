@@ -45,6 +45,19 @@ def same_dataset(a: Path, b: Path) -> None:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
 
+def counted_chunks(monkeypatch) -> list[int]:
+    """The chunks a run tokenizes, in order (those it keeps from an earlier run are not)."""
+    redone: list[int] = []
+    real = TextRunner.run_chunk
+
+    def counted(self, index, on_progress, run):
+        redone.append(index)
+        return real(self, index, on_progress, run)
+
+    monkeypatch.setattr(TextRunner, "run_chunk", counted)
+    return redone
+
+
 def stopped_at_chunk(monkeypatch, stop: int) -> None:
     """Runs that stop (as if killed) when they reach chunk `stop`."""
     real = TextRunner.run_chunk
@@ -68,14 +81,7 @@ def test_a_run_resumed_from_beams_piece_folders_appends_them(
             convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
     work = tmp_path / "out" / WORK
     assert len([p for p in work.iterdir() if p.is_dir()]) == 2  # two chunks' piece folders
-    redone: list[int] = []
-    real = TextRunner.run_chunk
-
-    def counted(self, index, on_progress, run):
-        redone.append(index)
-        return real(self, index, on_progress, run)
-
-    monkeypatch.setattr(TextRunner, "run_chunk", counted)
+    redone = counted_chunks(monkeypatch)
     convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
     assert redone == [2, 3]  # the folders' chunks appended, not tokenized again
     monkeypatch.undo()
@@ -95,14 +101,7 @@ def test_shard_files_that_lost_bytes_redo_their_chunks(tmp_path: Path, corpus, m
     first = json.loads((work / "chunk-00000.json").read_text())["pieces"]
     damaged = files[1]  # cut inside chunk 1's records: chunks 1 and 2 are redone, 0 kept
     damaged.write_bytes(damaged.read_bytes()[: first[damaged.stem]["bytes"] + 5])
-    redone: list[int] = []
-    real = TextRunner.run_chunk
-
-    def counted(self, index, on_progress, run):
-        redone.append(index)
-        return real(self, index, on_progress, run)
-
-    monkeypatch.setattr(TextRunner, "run_chunk", counted)
+    redone = counted_chunks(monkeypatch)
     convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
     assert redone == [1, 2, 3]
     convert_text(str(src), str(tmp_path / "clean"), options, quiet=True)
