@@ -182,7 +182,7 @@ def test_conversion_through_the_framed_step_is_the_same_bytes(
     hold) converted with the compiled steps, which frame every batch, and without them: the
     same shards and manifest statistics."""
     from feedgpu import read_manifest
-    from feedgpu.converters.text import chunks
+    from feedgpu.converters.text import batch_records
     from feedgpu.converters.text.convert import TextOptions, convert_text
 
     rng = random.Random(2)
@@ -198,8 +198,10 @@ def test_conversion_through_the_framed_step_is_the_same_bytes(
         lines[7] = "form\ffeed"
         (src / f"{name}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in lines))
     framed: list[Any] = []
-    real = chunks.framed_batch
-    monkeypatch.setattr(chunks, "framed_batch", lambda *a: framed.append(real(*a)) or framed[-1])
+    real = batch_records.framed_batch
+    monkeypatch.setattr(
+        batch_records, "framed_batch", lambda *a: framed.append(real(*a)) or framed[-1]
+    )
     outs = []
     for flag in ("0", "1"):
         monkeypatch.setenv(NO_NATIVE_ENV, flag)
@@ -226,7 +228,7 @@ def test_framed_batches_reach_a_gfile_output(
     folders, files that take bytes only), framed batches make the same shards as on disk."""
     import tensorflow as tf
 
-    from feedgpu.converters.text import chunks
+    from feedgpu.converters.text import batch_records
     from feedgpu.converters.text.convert import TextOptions, convert_text
 
     rng = random.Random(8)
@@ -239,8 +241,10 @@ def test_framed_batches_reach_a_gfile_output(
     options = TextOptions(tokenizer=str(tmp_path / "vocab.txt"), num_shards=3, name="c")
     convert_text(str(src), str(tmp_path / "disk"), options, quiet=True)
     framed: list[Any] = []
-    real = chunks.framed_batch
-    monkeypatch.setattr(chunks, "framed_batch", lambda *a: framed.append(real(*a)) or framed[-1])
+    real = batch_records.framed_batch
+    monkeypatch.setattr(
+        batch_records, "framed_batch", lambda *a: framed.append(real(*a)) or framed[-1]
+    )
     remote = "ram://feedgpu-framed/out"
     convert_text(str(src), remote, options, quiet=True)
     assert framed and all(f is not None for f in framed)  # every batch by the framed step

@@ -48,26 +48,26 @@ def same_dataset(a: Path, b: Path) -> None:
 def counted_chunks(monkeypatch) -> list[int]:
     """The chunks a run tokenizes, in order (those it keeps from an earlier run are not)."""
     redone: list[int] = []
-    real = TextRunner.run_chunk
+    real = TextRunner._run_chunk
 
-    def counted(self, index, on_progress, run):
+    def counted(self, index, *args):
         redone.append(index)
-        return real(self, index, on_progress, run)
+        return real(self, index, *args)
 
-    monkeypatch.setattr(TextRunner, "run_chunk", counted)
+    monkeypatch.setattr(TextRunner, "_run_chunk", counted)
     return redone
 
 
 def stopped_at_chunk(monkeypatch, stop: int) -> None:
     """Runs that stop (as if killed) when they reach chunk `stop`."""
-    real = TextRunner.run_chunk
+    real = TextRunner._run_chunk
 
-    def run_chunk(self, index, on_progress, run):
+    def run_chunk(self, index, *args):
         if index == stop:
             raise KeyboardInterrupt
-        return real(self, index, on_progress, run)
+        return real(self, index, *args)
 
-    monkeypatch.setattr(TextRunner, "run_chunk", run_chunk)
+    monkeypatch.setattr(TextRunner, "_run_chunk", run_chunk)
 
 
 def test_a_run_resumed_from_beams_piece_folders_appends_them(
@@ -125,11 +125,7 @@ def test_a_run_stopped_among_the_renames_resumes_without_tokenizing(
         with pytest.raises(KeyboardInterrupt):
             convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
     assert (tmp_path / "out" / adopted[0]).exists()
-    redone: list[int] = []
-    real = TextRunner.run_chunk
-    monkeypatch.setattr(
-        TextRunner, "run_chunk", lambda self, i, *a: redone.append(i) or real(self, i, *a)
-    )
+    redone = counted_chunks(monkeypatch)
     convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
     assert redone == []  # every chunk kept: the renamed shard is not looked for in the files
     convert_text(str(src), str(tmp_path / "clean"), options, quiet=True)

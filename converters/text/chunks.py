@@ -10,14 +10,14 @@ pieces concatenated in chunk order, so the bytes do not depend on thread counts.
 from __future__ import annotations
 
 import dataclasses
-import itertools
+import functools
 import json
 import logging
 import os
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
@@ -27,16 +27,14 @@ from feedgpu.convert.commit import WORK_DIR, Progress
 from feedgpu.convert.execute import ShardStage, StageOutput
 from feedgpu.convert.plan import DatasetPlan, ShardTask, Skip
 from feedgpu.convert.run_options import RunOptions
+from feedgpu.converters.text.batch_records import BatchRecords
 from feedgpu.converters.text.batches import Batch, Labels, iter_batches
+from feedgpu.converters.text.chunk_batches import ChunkBatches, run_batches
 from feedgpu.converters.text.examples import (
-    BuiltExamples,
     ExampleBuilder,
     flat_ids,
-    per_text_ids,
-    route,
     route_key,
 )
-from feedgpu.converters.text.framed import FramedBatch, framed_batch, write_framed
 from feedgpu.converters.text.parity import compare_paths
 from feedgpu.converters.text.pieces import (
     ChunkWriter,
@@ -83,10 +81,10 @@ class TextRunner(ShardStage):
         self.tok, self.options = tokenizer, options
         self.labels = Labels(fractions, {name: i for i, name in enumerate(plan.label_names)})
         before, after = (list(ids) for ids in plan.tokenizer.special_ids)
-        self.windows = Windows(before, after, options.max_length, options.stride, tokenizer.unk_id)
-        self.examples: ExampleBuilder | None = None  # one example per document: built in-graph
+        windows = Windows(before, after, options.max_length, options.stride, tokenizer.unk_id)
+        examples = None  # one example per document: built in bulk
         if options.stride is None and options.pack is None:
-            self.examples = ExampleBuilder(
+            examples = ExampleBuilder(
                 before,
                 after,
                 options.max_length,
@@ -94,22 +92,16 @@ class TextRunner(ShardStage):
                 bool(plan.label_names),
                 options.docs_per_record if options.blocks else 1,
             )
+        self.records = BatchRecords(examples, windows, route_key(options.seed), shard_counts)
         self.work = storage.join(plan.out_dir, WORK_DIR)
         self.schema = plan.schema  # the in-graph examples are checked against it too
         self.tokenizer_info = plan.tokenizer
         self.pad_id = plan.tokenizer.pad_id
-        # Per document: a seeded hash of its id picks the shard (a piece key such as
-        # "train-00003"), an index into `names`: each split's shards, in order.
-        self._route_key = route_key(options.seed)
-        self.names = [piece_key(s, i) for s, n in shard_counts.items() for i in range(n)]
-        starts = itertools.accumulate(shard_counts.values(), initial=0)
-        self._split_shards = {
-            s: (a, n) for (s, n), a in zip(shard_counts.items(), starts, strict=False)
-        }
         # Optimistic until the parity check says otherwise (`run_chunk` redoes what it must).
         self.use_fast = tokenizer.fast_capable
         self.parity: dict[str, Any] = {}
         self._parity: Future[None] | None = None  # the parity check, while it runs
+        self._parity_due = False  # a local run's, started once its first batch is written
         self._files: ShardFiles | None = None  # a local run's shards, appended to by chunks
         self._hf_lock = threading.Lock()  # HF batches on its own threads: one call at a time
 
@@ -119,18 +111,6 @@ class TextRunner(ShardStage):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _hf_lock=threading.Lock())
-
-    # -- routing ---------------------------------------------------------------------------
-    def _shards(self, doc_ids: Any, splits: list[str]) -> Any:
-        """Each document's shard, as an index into `names` (int64 numpy)."""
-        import numpy as np
-
-        hashed = route(doc_ids, self._route_key)
-        if len(self._split_shards) == 1:
-            first, count = next(iter(self._split_shards.values()))
-            return (hashed % np.uint64(count)).astype(np.int64) + first
-        placed = np.array([self._split_shards[split] for split in splits], np.int64)
-        return (hashed % placed[:, 1].astype(np.uint64)).astype(np.int64) + placed[:, 0]
 
     def _documents(self, chunk: list[int]) -> Iterator[tuple[Document | Skip, TextSource]]:
         for i in chunk:
@@ -172,52 +152,48 @@ class TextRunner(ShardStage):
 
     def _encode_documents(self, batch: Batch, fast: bool) -> Any:
         values, lengths = batch.ids(lambda texts, plain: self._tokenize(texts, fast, plain))
-        if self.examples is None:
-            return self._shards(batch.names(), batch.splits), (values, lengths)
-        framed = framed_batch(
-            self.examples, batch, values, lengths, self._route_key, self._split_shards
-        )
-        if framed is not None:
-            return framed
-        names = batch.names()  # for routing and for the examples
-        labels = None
-        if self.examples.labelled:  # every document has one (iter_batches); the builder checks
-            labels = [label for label in batch.labels if label is not None]
-        built = self.examples(values, lengths, names, labels, batch.splits)
-        order = built.blocks.order
-        if order is None and len(built.blocks.sizes) == len(batch):  # a record per document
-            return self._shards(names, batch.splits), built
-        # A block goes where its first document's id sends it.
-        firsts = built.blocks.firsts if order is None else order[built.blocks.firsts]
-        firsts = firsts.tolist()
-        splits = [batch.splits[i] for i in firsts]
-        return self._shards([names[i] for i in firsts], splits), built
-
-    # -- examples --------------------------------------------------------------------------
-    def _emit_batch(self, writer: ChunkWriter, batch: Batch, encoded: Any) -> int:
-        """A batch's examples into their shards' pieces, with its statistics."""
-        import numpy as np
-
-        if isinstance(encoded, FramedBatch):
-            return write_framed(writer, self.names, encoded)
-        shards, built = encoded
-        if not isinstance(built, BuiltExamples):  # windows or packing: per document
-            per_doc = per_text_ids(*built)
-            keys = [self.names[i] for i in shards.tolist()]
-            rows = zip(batch.names(), keys, batch.labels, per_doc, strict=True)
-            return sum(self.windows.emit(writer, *row) for row in rows)
-        if built.records:
-            writer.check_first(built.records[0])
-        full = built.full_lengths
-        doc_shards = np.repeat(shards, built.blocks.sizes)  # each document's, in record order
-        writer.count_batch(self.names, doc_shards, full, built.unknown, built.stored)
-        writer.write_routed(self.names, shards, built.records)
-        return int(full.sum())
+        return self.records.encode(batch, values, lengths)
 
     def run_chunk(self, index: int, on_progress: Progress, run: RunOptions) -> dict[str, Any]:
-        """Tokenize one chunk, appended to the shards' files (a local run: `shard_files`)
-        or into a fresh folder of its own that its marker (written atomically, last) names:
-        no folder is renamed (gs:// cannot), and two attempts (Beam's) never mix pieces."""
+        """Tokenize one chunk (a Beam worker's): `_run_chunk` on threads of its own."""
+        with ThreadPoolExecutor(self._threads(run)) as pool:
+            return self._run_chunk(index, on_progress, run, pool)[0]
+
+    def _threads(self, run: RunOptions) -> int:
+        # One a core with the compiled step (than two: real-like 4% faster, short 1.5%,
+        # Cyrillic the same; RESULTS.md, "Issue 29, ninth session"), two without, to keep
+        # TensorFlow's graph calls fed ("two threads a core").
+        one_a_core = self.use_fast and self.tok.plain_step() is not None
+        return run.worker_count() * (1 if one_a_core else 2)
+
+    def _reading(self, index: int, strict: bool) -> ChunkBatches:
+        skips: list[Skip] = []
+        files = [self.sources[i] for i in self.chunks[index]]
+        batches = iter_batches(
+            files,
+            self.options.read,
+            self.labels,
+            skips,
+            strict,
+            index == 0,
+            index == len(self.chunks) - 1,
+        )
+        return ChunkBatches(index, batches, skips)
+
+    def _run_chunk(
+        self,
+        index: int,
+        on_progress: Progress,
+        run: RunOptions,
+        pool: ThreadPoolExecutor,
+        reading: ChunkBatches | None = None,
+        ahead: Callable[[], ChunkBatches | None] | None = None,
+    ) -> tuple[dict[str, Any], ChunkBatches | None]:
+        """Tokenize one chunk on pool's threads (its reading begun, or not), appended to the
+        shards' files (a local run: `shard_files`) or into a fresh folder of its own that its
+        marker (written atomically, last) names: no folder is renamed (gs:// cannot), and two
+        attempts (Beam's) never mix pieces. Its marker's info, and the next chunk's reading
+        if ahead began it (`chunk_batches.run_batches`)."""
         folder = None
         if self._files is not None:  # cut back to the chunks kept
             self._files.begin()
@@ -226,86 +202,70 @@ class TextRunner(ShardStage):
             storage.makedirs(storage.join(self.work, folder))
         tmp = storage.join(self.work, folder or "")  # ChunkWriter's folder: unused with files
         writer = ChunkWriter(tmp, self.options.pack, self.pad_id, self.schema, self._files)
-        skips: list[Skip] = []
-        tokens = 0
-        fast_used = False
+        reading = reading or self._reading(index, run.strict)
         reported = [0, 0]  # documents and tokens shown by the progress bar, for a redo
 
-        def progress(items: int, measured: int) -> None:
-            reported[0] += items
-            reported[1] += measured
-            on_progress(items, measured)
+        def submit(batch: Batch) -> tuple[Future[Any], bool]:
+            fast = self.use_fast  # read once: the parity verdict may land meanwhile
+            return pool.submit(self._encode, batch, fast, run.strict), fast
 
-        def emit_ready(pending: list[Any], limit: int) -> int:
-            """Emit finished batches in order; wait only when more than limit are in flight."""
-            emitted = 0
-            while pending and (pending[0][1].done() or len(pending) > limit):
-                items, future = pending.pop(0)
-                found, encoded = future.result()
-                skips.extend(found)
-                if not len(items):  # every line skipped
-                    continue
-                tokens = self._emit_batch(writer, items, encoded)
-                progress(len(items), tokens)
-                emitted += tokens
-            return emitted
+        def emit(batch: Batch, encoded: Any) -> None:
+            tokens = self.records.emit(writer, batch, encoded)
+            reported[0] += len(batch)
+            reported[1] += tokens
+            on_progress(len(batch), tokens)
+            self._start_parity()
 
-        # Tokenizing runs on worker threads while this thread reads: one a core with the
-        # compiled step (than two: real-like 4% faster, short 1.5%, Cyrillic the same;
-        # RESULTS.md, "Issue 29, ninth session"), two without, to keep TensorFlow's graph
-        # calls fed ("two threads a core").
-        workers = run.worker_count()
-        one_a_core = self.use_fast and self.tok.plain_step() is not None
-        with ThreadPoolExecutor(workers * (1 if one_a_core else 2)) as pool:
-            pending: list[Any] = []
-
-            def submit(items: Batch) -> None:
-                nonlocal fast_used
-                fast = self.use_fast  # read once: the parity verdict may land meanwhile
-                fast_used |= fast
-                pending.append((items, pool.submit(self._encode, items, fast, run.strict)))
-
-            files = [self.sources[i] for i in self.chunks[index]]
-            batches = iter_batches(files, self.options.read, self.labels, skips, run.strict)
-            try:
-                for batch in batches:
-                    submit(batch)
-                    tokens += emit_ready(pending, 4 * workers)
-            except InputError:  # --strict: a skip while reading; one in a batch read before
-                for _, future in pending:  # it (parsed on a tokenizer thread) is the first
-                    future.result()  # error: raised here, nothing written
-                raise
-            tokens += emit_ready(pending, 0)
+        following = run_batches(reading, submit, emit, 4 * run.worker_count(), ahead)
         pieces = writer.close()
+        self._start_parity()
         if self._parity is not None:
             self._parity.result()
-        if fast_used and not self.use_fast:  # the parity check failed after this chunk began
+        if reading.fast_used and not self.use_fast:  # the parity check failed meanwhile
             on_progress(-reported[0], -reported[1])
-            return self.run_chunk(index, on_progress, run)  # with HF; that folder is unused
+            if following is not None:  # read ahead by the fast path too
+                following.drop()
+            return self._run_chunk(index, on_progress, run, pool, None, ahead)  # with HF
         info = {
             "format": CHUNK_FORMAT,
             "tokenizer": self.tok.identity,
             "pieces": pieces,
-            "tokens": tokens,
-            "skips": [asdict(s) for s in skips],
+            "tokens": reported[1],
+            "skips": [asdict(s) for s in reading.skips],
             "folder": folder,
         }
         storage.write_atomic(self._marker(index), json.dumps(info).encode())
         if self._files is not None:
             self._files.kept(pieces)
-        return info
+        return info, following
 
-    def _kept_or_run(self, index: int, on_progress: Progress, run: RunOptions) -> dict[str, Any]:
-        """A chunk's marker info: an earlier run's (or Beam workers') if kept, else after
-        tokenizing it now."""
+    def _kept(self, index: int, on_progress: Progress) -> dict[str, Any] | None:
+        """A chunk's marker info if an earlier run (or Beam's workers) finished it and its
+        bytes are kept (its progress shown); else None: it is to be tokenized."""
         info = self._chunk_info(index)
         if info is not None and self._files is not None and not self._files.keep(info):
-            info = None  # the files lost its bytes (or a chunk before it was redone)
-        if info is None:
-            return self.run_chunk(index, on_progress, run)
-        documents = sum(p["documents"] for p in info.get("pieces", {}).values())
-        on_progress(documents, int(info.get("tokens", 0)))
+            return None  # the files lost its bytes (or a chunk before it was redone)
+        if info is not None:
+            documents = sum(p["documents"] for p in info.get("pieces", {}).values())
+            on_progress(documents, int(info.get("tokens", 0)))
         return info
+
+    def _run_local(self, run: RunOptions, on_progress: Progress) -> list[dict[str, Any]]:
+        """Every chunk's marker info, those not kept tokenized in order on one pool of
+        threads, each chunk's last batches beside the next one's first (unless that one has
+        a marker: it may be kept)."""
+        infos: list[dict[str, Any]] = []
+        reading: ChunkBatches | None = None  # the chunk's, read ahead
+        with ThreadPoolExecutor(self._threads(run)) as pool:
+            for index in range(len(self.chunks)):
+                info = self._kept(index, on_progress) if reading is None else None
+                if info is None:
+                    after, ahead = index + 1, None
+                    if after < len(self.chunks) and self._chunk_info(after) is None:
+                        ahead = functools.partial(self._reading, after, run.strict)
+                    info, reading = self._run_chunk(index, on_progress, run, pool, reading, ahead)
+                infos.append(info)
+        return infos
 
     def _marker(self, index: int) -> str:
         return storage.join(self.work, f"chunk-{index:05d}.json")
@@ -328,11 +288,7 @@ class TextRunner(ShardStage):
         if not run.on_beam and not storage.is_remote(self.work):
             self._files = ShardFiles(self.work, (piece_key(t.split, t.index) for t in todo))
         if not run.on_beam:
-            # Beside the first chunk, which takes the fast path meanwhile (redone with HF if
-            # the verdict is against it).
-            starter = ThreadPoolExecutor(1, thread_name_prefix="feedgpu-parity")
-            self._parity = starter.submit(self._check_and_save)
-            starter.shutdown(wait=False)
+            self._parity_due = True  # beside the first chunk (`_start_parity`)
         else:
             self.check_parity()  # before the runner is shipped to Beam's workers
             from feedgpu.convert.beam import run_on_beam
@@ -345,7 +301,7 @@ class TextRunner(ShardStage):
                 work = _BeamChunk(self, run)
                 run_on_beam(work, missing, flags, "tokenize chunks", quiet=run.quiet)
         try:
-            infos = [self._kept_or_run(i, on_progress, run) for i in range(len(self.chunks))]
+            infos = self._run_local(run, on_progress)
         except BaseException:
             if self._files is not None:  # a resumed run cuts them back to its chunks
                 self._files.release(quiet=True)
@@ -368,6 +324,19 @@ class TextRunner(ShardStage):
         body = PieceShardBody(self.work, infos, self.schema.blocks, self._files)
         return StageOutput(body, skips, text=text_statistics(pieces), finish=self._finish)
 
+    def _start_parity(self) -> None:
+        """A local run's parity check started on a thread of its own, once, beside the
+        chunks, which take the fast path meanwhile (redone with HF if the verdict is against
+        it). Not before the first batch is written: started with the run, its Python (and
+        the tokenizer's identity) held the GIL while the first batches were read, and the
+        second thread waited ~10 ms for its first (benchmarks/RESULTS.md, "Issue 29,
+        eleventh session")."""
+        if self._parity_due:
+            self._parity_due = False
+            starter = ThreadPoolExecutor(1, thread_name_prefix="feedgpu-parity")
+            self._parity = starter.submit(self._check_and_save)
+            starter.shutdown(wait=False)
+
     def _check_and_save(self) -> None:
         """The parity check, then the tokenizer saved beside the shards and its identity
         hashed (for the chunks' markers and the manifest): on the check's own thread while
@@ -380,6 +349,7 @@ class TextRunner(ShardStage):
     def _finish(self) -> TokenizerInfo:
         """After the shards: the parity verdict (its check ran beside them) and the saved
         tokenizer, before the manifest, which names these files."""
+        self._start_parity()  # every chunk kept from an earlier run: not started yet
         if self._parity is not None:
             self._parity.result()  # also when every chunk was done before: its verdict is kept
         else:  # on Beam: checked before the chunks were shipped
