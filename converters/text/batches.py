@@ -284,18 +284,7 @@ def iter_batches(
     Raises:
         InputError: a skip under --strict.
     """
-    made = taken = 0
-    left = sum(input_bytes(s.file) for s in sources) if last else 0
-
-    def fresh() -> Batch:
-        nonlocal made, taken
-        taken += batch.chars if made else 0
-        made += 1
-        limit = BATCH_CHARS >> max(0, 4 - made) if first else BATCH_CHARS
-        if last:
-            limit = min(limit, max(EDGE_CHARS, (left - taken) // 3))
-        return Batch(limit=limit)
-
+    fresh = _Fresh(sources if last else [], first)
     batch = fresh()
     fractions, label_index = labels.fractions, labels.index
     one_split = next(iter(fractions)) if len(fractions) == 1 else None
@@ -305,14 +294,14 @@ def iter_batches(
             if isinstance(found, Skip):  # a file refused whole (binary, unreadable)
                 if strict and batch.raw:  # lines read before it may hold the first error
                     yield batch
-                    batch = fresh()
+                    batch = fresh(batch)
                 check_strict([found], strict)
                 skips.append(found)
                 continue
             if isinstance(found, RawLines) and not label_index:
                 if len(batch):  # a batch is lines or documents, in order
                     yield batch
-                    batch = fresh()
+                    batch = fresh(batch)
                 start, size = 0, len(found)
                 while start < size:  # cut by the lines alone, whatever blocks they came in
                     # Up to the line that fills the batch's bytes, or its count.
@@ -326,11 +315,11 @@ def iter_batches(
                     start = end
                     if batch.full():
                         yield batch
-                        batch = fresh()
+                        batch = fresh(batch)
                 continue
             if batch.raw:
                 yield batch
-                batch = fresh()
+                batch = fresh(batch)
             docs: Iterable[Document | Skip]
             if isinstance(found, RawLines):  # labelled: parsed here, document by document
                 docs = _one_by_one(parse_lines(found, 0, len(found), read))
@@ -351,9 +340,27 @@ def iter_batches(
                 batch.add(doc, split or hash_split(doc.doc_id, fractions), label)
                 if batch.full():
                     yield batch
-                    batch = fresh()
+                    batch = fresh(batch)
     if len(batch) or batch.raw:
         yield batch
+
+
+class _Fresh:
+    """`iter_batches`' next empty batch, its limit set (first: the run's first chunk; sources
+    given: the run's last chunk, its files' bytes)."""
+
+    def __init__(self, sources: list[TextSource], first: bool) -> None:
+        self.first, self.last = first, bool(sources)
+        self.left = sum(input_bytes(s.file) for s in sources)
+        self.made = 0
+
+    def __call__(self, before: Batch | None = None) -> Batch:
+        self.left -= before.chars if before is not None else 0
+        self.made += 1
+        limit = BATCH_CHARS >> max(0, 4 - self.made) if self.first else BATCH_CHARS
+        if self.last:
+            limit = min(limit, max(EDGE_CHARS, self.left // 3))
+        return Batch(limit=limit)
 
 
 def _one_by_one(parsed: Iterable[DocumentBlock | Document | Skip]) -> Iterator[Document | Skip]:
