@@ -7,7 +7,7 @@ path does their work. CI checks that they were built (.ci/wheel_check, tests/tes
 
 from setuptools import Extension, setup
 
-HEADERS = ("_wordpiece.h", "_json_line.h", "_records.h", "_int64s.h")
+HEADERS = ("_wordpiece.h", "_json_line.h", "_records.h", "_int64s.h", "_varints.h")
 
 setup(
     ext_modules=[

@@ -118,7 +118,7 @@ def test_a_failed_parity_check_redoes_the_chunk_and_what_was_read_ahead(
     def wrong_line_ids(self, field):  # its lines parsed and tokenized at once
         step = real_line_ids(self, field)
 
-        def ids(data, ends):
+        def ids(data, ends, unk=None):  # int64 ids, whether or not varints are asked for
             values, lengths, taken, left = step(data, ends)
             return (values + 1) % 12, lengths, taken, left
 

@@ -667,7 +667,7 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
         if step is None:
             return None
 
-        def ids(data, ends):
+        def ids(data, ends, unk=None):  # int64 ids, whether or not varints are asked for
             values, lengths, taken, left = step(data, ends)
             count(len(taken))
             return (values + 1) % len(vocab), lengths, taken, left

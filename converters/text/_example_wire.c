@@ -16,54 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* A varint's bytes: 1 + (its significant bits - 1) / 7, without a loop (a vocabulary's ids
- * take one or two bytes in no order a branch predicts). */
-static inline Py_ssize_t vsize(uint64_t v) {
-#if defined(__GNUC__)
-    static const unsigned char by_zeros[64] = {
-        10, 9, 9, 9, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8, 8, 7, 7, 7, 7, 7, 7, 7,
-        6,  6, 6, 6, 6, 6, 6, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 3,
-        3,  3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1};
-    return by_zeros[__builtin_clzll(v | 1)];
-#else
-    Py_ssize_t n = 1;
-    for (; v >= 0x80; v >>= 7) n++;
-    return n;
-#endif
-}
-
-static inline unsigned char *put(unsigned char *p, uint64_t v) {
-    while (v >= 0x80) {
-        *p++ = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (unsigned char)v;
-    return p;
-}
-
-/* ids' varints, those under 2^14 (a vocabulary's) without a branch on their size: both bytes
- * written, the second kept only when needed. It may write one byte past the last varint (into
- * what its caller writes next: a record's next field, or the next document's varints, or the
- * byte of room after them). With count, adds how many are unk to *hits in the same pass
- * (`shard_records`); inlined, the loop without count has no compare. */
-static inline unsigned char *put_ids(unsigned char *p, const int64_t *v, Py_ssize_t n,
-                                     int count, int64_t unk, int64_t *hits) {
-    int64_t found = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        uint64_t u = (uint64_t)v[i];
-        if (count) found += v[i] == unk;
-        if (u < 1u << 14) {
-            unsigned two = u >= 0x80;
-            p[0] = (unsigned char)(u | (two << 7));
-            p[1] = (unsigned char)(u >> 7);
-            p += 1 + two;
-        } else {
-            p = put(p, u);
-        }
-    }
-    if (count) *hits += found;
-    return p;
-}
+#include "_varints.h"
 
 unsigned char *feedgpu_put_ids(unsigned char *p, const int64_t *v, Py_ssize_t n, int64_t unk,
                                int64_t *hits) {
@@ -82,7 +35,7 @@ void feedgpu_plan_record(const Job *job, Py_ssize_t r) {
     for (Py_ssize_t d = d0; d < d1; d++) {
         p->ids_bytes += job->specials_bytes;
         if (job->varint_at) { /* written already */
-            p->ids_bytes += job->varint_at[d + 1] - job->varint_at[d];
+            p->ids_bytes += job->varint_end[d] - job->varint_at[d];
             continue;
         }
         const int64_t *v = job->ids + job->starts[d];
@@ -163,7 +116,7 @@ void feedgpu_write_record(const Job *job, Py_ssize_t r) {
         for (Py_ssize_t d = d0; d < d1; d++) {
             o = put_all(o, job->before, job->n_before);
             if (job->varint_at) {
-                Py_ssize_t n = job->varint_at[d + 1] - job->varint_at[d];
+                Py_ssize_t n = job->varint_end[d] - job->varint_at[d];
                 memcpy(o, job->varints + job->varint_at[d], (size_t)n);
                 o += n;
             } else {

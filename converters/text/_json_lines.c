@@ -9,6 +9,7 @@
 
 #include "_int64s.h"
 #include "_json_line.h"
+#include "_varints.h"
 
 void feedgpu_json_init(void) { json_stop_init(); }
 
@@ -61,13 +62,29 @@ static Py_ssize_t text_of_line(const Vocab *v, const Chars *t, const Found *f,
     return n > 0 ? n : -1; /* none: blank, the caller's to skip */
 }
 
+/* Each document's ids as varints at *o (room for them, and a byte), counting those equal to
+ * unk: its varint bytes and unknown ids into size and unknown. */
+static void put_doc(unsigned char **o, const int64_t *ids, Py_ssize_t n, int64_t unk,
+                    int64_t *size, int64_t *unknown) {
+    int64_t hits = 0;
+    unsigned char *end = put_ids(*o, ids, n, 1, unk, &hits);
+    *size = end - *o;
+    *unknown = hits;
+    *o = end;
+}
+
 PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
-    PyObject *capsule, *table, *data_obj, *ends_obj;
+    PyObject *capsule, *table, *data_obj, *ends_obj, *unk_obj = Py_None;
     const char *field, *triggers;
     Py_ssize_t field_len, trigger_count;
-    if (!PyArg_ParseTuple(args, "OOOOy#y#", &capsule, &table, &data_obj, &ends_obj, &field,
-                          &field_len, &triggers, &trigger_count))
+    if (!PyArg_ParseTuple(args, "OOOOy#y#|O", &capsule, &table, &data_obj, &ends_obj, &field,
+                          &field_len, &triggers, &trigger_count, &unk_obj))
         return NULL;
+    /* The ids as varints, where the records are framed from them (`framed`): the batch's ids
+     * are never int64 in memory, only each document's, while it is written out. */
+    int varints = unk_obj != Py_None;
+    long long unk = varints ? PyLong_AsLongLong(unk_obj) : 0;
+    if (unk == -1 && PyErr_Occurred()) return NULL;
     const Vocab *v = PyCapsule_GetPointer(capsule, CAPSULE);
     int failed = 0;
     const Chars *t = feedgpu_chars(table, &failed);
@@ -75,9 +92,10 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
     /* The buffers are held (and their objects alive) while the GIL is released. */
     Py_buffer data = {0}, bounds = {0};
     if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
-    Py_ssize_t count = 0, texts = 0, longest = 0;
+    Py_ssize_t count = 0, texts = 0, longest = 0, longest_text = 0;
     PyObject *values = NULL, *lengths = NULL, *taken = NULL, *odd = NULL, *result = NULL;
-    unsigned char *buf = NULL, stop[257] = {0};
+    PyObject *sizes = NULL, *unknowns = NULL;
+    unsigned char *buf = NULL, *room = NULL, stop[257] = {0};
     int64_t *scratch = NULL;
     Found *found = NULL;
     if (int64s(ends_obj, &bounds, &count) < 0) goto done;
@@ -109,6 +127,7 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
             Py_ssize_t room = found[i].len * (found[i].holds ? 4 : 1); /* \u, or beyond */
             texts += found[i].len;
             if (room > longest) longest = room;
+            if (found[i].len > longest_text) longest_text = found[i].len;
         }
     }
     Py_END_ALLOW_THREADS
@@ -116,7 +135,20 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
      * of that room shrunk after (as before) made glibc map fresh pages for every batch,
      * its faults 6% of a short-document conversion (benchmarks/RESULTS.md, "Issue 29,
      * seventh session"). */
-    scratch = PyMem_Malloc((texts + 1) * sizeof(int64_t));
+    /* With varints: one document's ids at a time, and room for the varints of one id a byte
+     * (each id's bytes at most those of the largest id, or unk). */
+    Py_ssize_t widest = vsize((uint64_t)(v->size > 0 ? v->size - 1 : 0));
+    if (vsize((uint64_t)unk) > widest) widest = vsize((uint64_t)unk);
+    scratch = PyMem_Malloc(((varints ? longest_text : texts) + 1) * sizeof(int64_t));
+    if (varints) {
+        room = PyMem_Malloc(texts * widest + 1);
+        sizes = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
+        unknowns = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
+        if (!room || !sizes || !unknowns) {
+            if (!PyErr_Occurred()) PyErr_NoMemory();
+            goto done;
+        }
+    }
     lengths = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
     taken = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
     odd = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
@@ -129,7 +161,10 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
     int64_t *counts = (int64_t *)PyBytes_AS_STRING(lengths);
     int64_t *docs = (int64_t *)PyBytes_AS_STRING(taken);
     int64_t *left = (int64_t *)PyBytes_AS_STRING(odd);
+    int64_t *vbytes = varints ? (int64_t *)PyBytes_AS_STRING(sizes) : NULL;
+    int64_t *unknown = varints ? (int64_t *)PyBytes_AS_STRING(unknowns) : NULL;
     Py_ssize_t at = 0, ndocs = 0, nodd = 0;
+    unsigned char *o = room;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < count; i++) {
         Py_ssize_t n = -1;
@@ -139,21 +174,32 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
             left[nodd++] = i;
             continue;
         }
+        if (varints) put_doc(&o, out, n, unk, &vbytes[ndocs], &unknown[ndocs]);
         docs[ndocs] = i;
         counts[ndocs++] = n;
-        at += n;
+        at += varints ? 0 : n;
     }
     Py_END_ALLOW_THREADS
-    values = PyBytes_FromStringAndSize((const char *)scratch, at * (Py_ssize_t)sizeof(int64_t));
-    if (!values || _PyBytes_Resize(&lengths, ndocs * (Py_ssize_t)sizeof(int64_t)) < 0 ||
-        _PyBytes_Resize(&taken, ndocs * (Py_ssize_t)sizeof(int64_t)) < 0 ||
-        _PyBytes_Resize(&odd, nodd * (Py_ssize_t)sizeof(int64_t)) < 0)
+    Py_ssize_t size = ndocs * (Py_ssize_t)sizeof(int64_t);
+    if (varints)
+        values = PyBytes_FromStringAndSize((const char *)room, o - room);
+    else
+        values = PyBytes_FromStringAndSize((const char *)scratch, at * (Py_ssize_t)sizeof(int64_t));
+    if (!values || _PyBytes_Resize(&lengths, size) < 0 || _PyBytes_Resize(&taken, size) < 0 ||
+        _PyBytes_Resize(&odd, nodd * (Py_ssize_t)sizeof(int64_t)) < 0 ||
+        (varints && (_PyBytes_Resize(&sizes, size) < 0 || _PyBytes_Resize(&unknowns, size) < 0)))
         goto done;
-    result = Py_BuildValue("OOOO", values, lengths, taken, odd);
+    if (varints)
+        result = Py_BuildValue("OOOOOO", values, lengths, taken, odd, sizes, unknowns);
+    else
+        result = Py_BuildValue("OOOO", values, lengths, taken, odd);
 done:
     PyMem_Free(found);
     PyMem_Free(buf);
     PyMem_Free(scratch);
+    PyMem_Free(room);
+    Py_XDECREF(sizes);
+    Py_XDECREF(unknowns);
     Py_XDECREF(values);
     Py_XDECREF(lengths);
     Py_XDECREF(taken);

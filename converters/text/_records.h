@@ -26,9 +26,10 @@ typedef struct {
     const char **names;
     Py_ssize_t *name_sizes;
     Py_ssize_t *starts;    /* where each document's own ids begin in ids */
-    /* Or NULL: each document's own ids as varints already, from varint_at[d] to [d + 1]. */
+    /* Or NULL: each document's own ids (as stored: truncated) as varints already, from
+     * varints + varint_at[d] to varints + varint_end[d]. */
     const unsigned char *varints;
-    const Py_ssize_t *varint_at;
+    const Py_ssize_t *varint_at, *varint_end;
     Py_ssize_t *first_doc; /* per record, and one past the last */
     Plan *plans;
     unsigned char **out;

@@ -39,6 +39,13 @@ static Py_ssize_t cut(const int64_t *sizes, Py_ssize_t docs, Py_ssize_t per_reco
     return records;
 }
 
+/* The bytes of the first count varints at p, within size. */
+static Py_ssize_t varint_bytes(const unsigned char *p, Py_ssize_t count, Py_ssize_t size) {
+    Py_ssize_t k = 0;
+    for (; count && k < size; k++) count -= p[k] < 0x80;
+    return k;
+}
+
 /* The int64 bytes object of n values, and its values; NULL with MemoryError if too many. */
 static PyObject *int64_bytes(Py_ssize_t n, int64_t **values) {
     if (n > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(int64_t)) {
@@ -52,6 +59,7 @@ static PyObject *int64_bytes(Py_ssize_t n, int64_t **values) {
 
 typedef struct {
     const int64_t *lengths, *numbers, *runs;
+    const int64_t *vbytes, *unknown_in;  /* given varints: each document's bytes and unknown ids */
     Py_ssize_t nruns, budget, per_record, record_ids, record_docs, count;
     int64_t unk;
     uint64_t k0, k1;
@@ -60,9 +68,35 @@ typedef struct {
     char *name_room;
     int64_t *full, *unknown, *doc_shard, *stored; /* out, per document (stored: job->sizes) */
     Py_ssize_t *shard_of, *at;           /* per record: its shard (from 0), its frame's offset */
-    Py_ssize_t *varint_at;               /* per document, and one past the last (job->varints) */
+    Py_ssize_t *varint_at, *varint_end;  /* per document, in job->varints */
     int64_t *ends, *counts;              /* out, per shard: bytes to its group's end, records */
 } Batch;
+
+/* Given varints (a tuple of the bytes, each document's bytes and unknown ids: int64) into b,
+ * checked against the documents' id counts (b->lengths): -1 with ValueError if they do not
+ * add up (each document's bytes at least its ids, at most ten a id, its last byte a varint's
+ * last), so no loop reads past them. */
+static int given_varints(PyObject *given, Py_buffer *data, Py_buffer *sizes, Py_buffer *unknown,
+                         Batch *b, Py_ssize_t docs) {
+    Py_ssize_t n = 0, m = 0;
+    PyObject *sizes_obj, *unknown_obj;
+    if (!PyArg_ParseTuple(given, "y*OO", data, &sizes_obj, &unknown_obj)) return -1;
+    if (int64s(sizes_obj, sizes, &n) < 0 || int64s(unknown_obj, unknown, &m) < 0) return -1;
+    b->vbytes = sizes->buf, b->unknown_in = unknown->buf;
+    const unsigned char *bytes = data->buf;
+    Py_ssize_t at = 0, d = 0;
+    for (; d < docs && n == docs && m == docs; d++) {
+        Py_ssize_t size = b->vbytes[d], ids = b->lengths[d];
+        if (size < ids || size > 10 * ids || size > data->len - at) break;
+        if (size && bytes[at + size - 1] >= 0x80) break;
+        at += size;
+    }
+    if (d != docs || at != data->len) {
+        PyErr_SetString(PyExc_ValueError, "varints, their sizes and the lengths disagree");
+        return -1;
+    }
+    return 0;
+}
 
 /* Everything but the bytes: sizes, names, records and their plans, shards, where each record's
  * frame goes. The frames' total. */
@@ -81,20 +115,29 @@ static Py_ssize_t arrange(Job *job, Batch *b) {
         }
     }
     /* Each document's kept ids as varints, once (with its unknown ids counted): planned and
-     * written from there, the ids are read once, not three times. */
+     * written from there, the ids are read once, not three times. Given as varints already
+     * (the JSON-lines step's), a truncated document's kept ones are found in its bytes. */
     unsigned char *varints = (unsigned char *)job->varints, *o = varints;
-    for (Py_ssize_t i = 0, at = 0; i < job->docs; at += b->lengths[i++]) {
+    for (Py_ssize_t i = 0, at = 0; i < job->docs; i++) {
         Py_ssize_t n = b->lengths[i], kept = b->budget >= 0 && n > b->budget ? b->budget : n;
-        const int64_t *ids = job->ids + at;
         int64_t hits = 0;
-        b->varint_at[i] = o - varints;
-        o = feedgpu_put_ids(o, ids, kept, b->unk, &hits);
-        for (Py_ssize_t k = kept; k < n; k++) hits += ids[k] == b->unk; /* truncated */
+        b->varint_at[i] = b->vbytes ? at : o - varints;
+        if (b->vbytes) {
+            Py_ssize_t size = b->vbytes[i];
+            b->varint_end[i] = at + (kept < n ? varint_bytes(varints + at, kept, size) : size);
+            hits = b->unknown_in[i];
+            at += size;
+        } else {
+            const int64_t *ids = job->ids + at;
+            o = feedgpu_put_ids(o, ids, kept, b->unk, &hits);
+            for (Py_ssize_t k = kept; k < n; k++) hits += ids[k] == b->unk; /* truncated */
+            b->varint_end[i] = o - varints;
+            at += n;
+        }
         b->stored[i] = kept + extra;
         b->full[i] = n + extra;
         b->unknown[i] = hits;
     }
-    b->varint_at[job->docs] = o - varints;
     job->records = cut(job->sizes, job->docs, b->per_record, b->record_ids, b->record_docs,
                        job->first_doc);
     memset(b->ends, 0, sizeof(int64_t) * b->count);
@@ -135,13 +178,15 @@ PyObject *feedgpu_shard_records(PyObject *self, PyObject *args) {
     b.unk = unk;
     Py_buffer ids = {0}, lengths = {0}, numbers = {0}, runs = {0}, before = {0}, after = {0};
     PyObject *held = NULL, *framed = NULL, *result = NULL, *out[6] = {0};
-    Py_ssize_t id_count, n = 0;
+    Py_ssize_t id_count = PY_SSIZE_T_MAX, n = 0;
+    int given = PyTuple_Check(ids_obj); /* (varints, their sizes, unknown ids): `given_varints` */
+    Py_buffer vdata = {0}, vsizes = {0}, vunknown = {0};
     if (b.per_record < 0 || b.record_ids < 1 || b.record_docs < 1 || b.count < 1 ||
         b.budget < -1) {
         PyErr_SetString(PyExc_ValueError, "budget, per_record, record_ids, record_docs or count");
         return NULL;
     }
-    if (int64s(ids_obj, &ids, &id_count) < 0) return NULL;
+    if (!given && int64s(ids_obj, &ids, &id_count) < 0) return NULL;
     if (int64s(lengths_obj, &lengths, &job.docs) < 0 || int64s(numbers_obj, &numbers, &n) < 0 ||
         int64s(runs_obj, &runs, &b.nruns) < 0 || int64s(before_obj, &before, &job.n_before) < 0 ||
         int64s(after_obj, &after, &job.n_after) < 0)
@@ -158,11 +203,12 @@ PyObject *feedgpu_shard_records(PyObject *self, PyObject *args) {
     Py_ssize_t in_runs = 0, r = 0;
     for (; r < b.nruns && b.runs[r] >= 0 && b.runs[r] <= docs - in_runs; r++)
         in_runs += b.runs[r]; /* no sum that could overflow */
-    if (d != docs || sum != id_count || n != docs || r != b.nruns || in_runs != docs ||
+    if (d != docs || (!given && sum != id_count) || n != docs || r != b.nruns || in_runs != docs ||
         PyTuple_GET_SIZE(held) != b.nruns) {
         PyErr_SetString(PyExc_ValueError, "lengths, numbers, runs and prefixes disagree");
         goto done;
     }
+    if (given && given_varints(ids_obj, &vdata, &vsizes, &vunknown, &b, docs) < 0) goto done;
     b.prefixes = PyMem_Malloc(sizeof(char *) * (b.nruns + 1));
     b.prefix_sizes = PyMem_Malloc(sizeof(Py_ssize_t) * (b.nruns + 1));
     if (!b.prefixes || !b.prefix_sizes) goto nomemory;
@@ -186,8 +232,10 @@ PyObject *feedgpu_shard_records(PyObject *self, PyObject *args) {
     b.shard_of = PyMem_Malloc(sizeof(Py_ssize_t) * (docs + 1));
     b.at = PyMem_Malloc(sizeof(Py_ssize_t) * (docs + 1));
     b.varint_at = PyMem_Malloc(sizeof(Py_ssize_t) * (docs + 1));
-    job.varint_at = b.varint_at;
-    job.varints = PyMem_Malloc(10 * (size_t)id_count + 1); /* ten bytes an id at most */
+    b.varint_end = PyMem_Malloc(sizeof(Py_ssize_t) * (docs + 1));
+    job.varint_at = b.varint_at, job.varint_end = b.varint_end;
+    /* ten bytes an id at most */
+    job.varints = given ? vdata.buf : PyMem_Malloc(10 * (size_t)id_count + 1);
     out[0] = int64_bytes(b.count, &b.ends);
     out[1] = int64_bytes(b.count, &b.counts);
     out[2] = int64_bytes(docs, &b.doc_shard);
@@ -196,7 +244,8 @@ PyObject *feedgpu_shard_records(PyObject *self, PyObject *args) {
     out[5] = int64_bytes(docs, &b.stored);
     job.sizes = b.stored;
     if (!b.name_room || !job.names || !job.name_sizes || !job.first_doc ||
-        !job.plans || !job.out || !b.shard_of || !b.at || !b.varint_at || !job.varints)
+        !job.plans || !job.out || !b.shard_of || !b.at || !b.varint_at || !b.varint_end ||
+        !job.varints)
         goto nomemory;
     for (int k = 0; k < 6; k++)
         if (!out[k]) goto done; /* MemoryError set */
@@ -228,12 +277,14 @@ done:
     PyMem_Free(b.shard_of);
     PyMem_Free(b.at);
     PyMem_Free(b.varint_at);
-    PyMem_Free((void *)job.varints);
+    PyMem_Free(b.varint_end);
+    if (!given) PyMem_Free((void *)job.varints);
     for (int k = 0; k < 6; k++) Py_XDECREF(out[k]);
     Py_XDECREF(framed);
     Py_XDECREF(held);
-    Py_buffer *views[] = {&ids, &lengths, &numbers, &runs, &before, &after};
-    for (int k = 0; k < 6; k++)
+    Py_buffer *views[] = {&ids, &lengths, &numbers, &runs, &before, &after, &vdata, &vsizes,
+                          &vunknown};
+    for (int k = 0; k < 9; k++)
         if (views[k]->obj) PyBuffer_Release(views[k]);
     return result;
 }

@@ -111,6 +111,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
     v->mask = 1023;
     v->nodes = 3; /* 0: none, 1 and 2: the roots */
     v->unk = unk;
+    v->size = count;
     v->max_chars = max_chars;
     for (int c = 0; c < 256; c++)
         v->fold[c] = (unsigned char)(lowercase && c >= 'A' && c <= 'Z' ? c + 32 : c);
@@ -265,12 +266,14 @@ static PyMethodDef methods[] = {
      "that is not plain or holds a character the table (or None) lacks, left out of the ids "
      "and the counts, for the caller)."},
     {"lines", feedgpu_lines, METH_VARARGS,
-     "lines(vocabulary, chars, data, ends, field, triggers) -> (int64 ids, int64 counts, "
-     "int64 indexes of the lines so tokenized, int64 indexes of the lines left to the caller; "
-     "all as bytes): line i is data[ends[i]:ends[i + 1]] (data bytes-like, ends an int64 "
-     "buffer); JSON lines whose document is certain and covered (_json_line.h; beyond ASCII, "
-     "by the table, or None) tokenized, in order; blank lines in neither; a text holding a "
-     "byte of triggers left to the caller."},
+     "lines(vocabulary, chars, data, ends, field, triggers[, unk]) -> (int64 ids, int64 "
+     "counts, int64 indexes of the lines so tokenized, int64 indexes of the lines left to the "
+     "caller; all as bytes): line i is data[ends[i]:ends[i + 1]] (data bytes-like, ends an "
+     "int64 buffer); JSON lines whose document is certain and covered (_json_line.h; beyond "
+     "ASCII, by the table, or None) tokenized, in order; blank lines in neither; a text "
+     "holding a byte of triggers left to the caller. With unk (an int, not None): the ids as "
+     "varints (bytes), and two more int64 bytes: each document's varint bytes and ids equal "
+     "to unk."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -23,6 +23,7 @@ typedef struct {
     uint32_t mask;
     uint32_t nodes;
     int64_t unk;
+    int64_t size; /* tokens: ids are under it */
     Py_ssize_t max_chars;
     unsigned char fold[256]; /* lowercase or not */
 } Vocab;

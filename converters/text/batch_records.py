@@ -14,8 +14,9 @@ from typing import Any
 
 from feedgpu.converters.text.batches import Batch
 from feedgpu.converters.text.examples import BuiltExamples, ExampleBuilder, per_text_ids, route
-from feedgpu.converters.text.framed import FramedBatch, framed_batch, write_framed
+from feedgpu.converters.text.framed import FramedBatch, framed_batch, varints_unk, write_framed
 from feedgpu.converters.text.pieces import ChunkWriter, Windows, piece_key
+from feedgpu.converters.text.plain_wordpiece import Varints
 
 
 class BatchRecords:
@@ -53,15 +54,27 @@ class BatchRecords:
         placed = np.array([self.split_shards[split] for split in splits], np.int64)
         return (hashed % placed[:, 1].astype(np.uint64)).astype(np.int64) + placed[:, 0]
 
+    def varints_unk(self, batch: Batch) -> int | None:
+        """The unknown token's id where a batch of lines is best tokenized into `Varints`
+        (its records will be framed from them: `framed.varints_unk`); else None."""
+        return varints_unk(self.examples, batch)
+
     def encode(self, batch: Batch, values: Any, lengths: Any) -> Any:
-        """A batch's records from its ids (values concatenated, lengths each: int64 numpy):
+        """A batch's records from its ids (values concatenated: int64 numpy or `Varints`;
+        lengths each: int64 numpy):
         framed by shard (`FramedBatch`), or built with each record's shard; or its ids with
         each document's shard (windows or packing)."""
-        if self.examples is None:
-            return self.shards(batch.names(), batch.splits), (values, lengths)
-        framed = framed_batch(self.examples, batch, values, lengths, self.key, self.split_shards)
+        framed = None
+        if self.examples is not None:
+            framed = framed_batch(
+                self.examples, batch, values, lengths, self.key, self.split_shards
+            )
         if framed is not None:
             return framed
+        if isinstance(values, Varints):  # asked for (`varints_unk`), yet not framed after all
+            values = values.ids()
+        if self.examples is None:
+            return self.shards(batch.names(), batch.splits), (values, lengths)
         names = batch.names()  # for routing and for the examples
         labels = None
         if self.examples.labelled:  # every document has one (iter_batches); the builder checks

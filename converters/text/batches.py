@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from feedgpu.convert.plan import Skip
 from feedgpu.converters.listing import check_strict, hash_split
 from feedgpu.converters.text.native import native_module
-from feedgpu.converters.text.plain_wordpiece import LineIds
+from feedgpu.converters.text.plain_wordpiece import LineIds, Varints
 from feedgpu.converters.text.raw_lines import RawLines
 from feedgpu.converters.text.sources import (
     Document,
@@ -60,9 +60,10 @@ class Batch:
     raw: list[tuple[RawLines, int, int, str | None]] = field(default_factory=list)
     lines: int = 0  # raw lines
     chars: int = 0  # of its texts, or bytes of its lines: what filled it, not kept after
-    # Parsed and tokenized at once (`LineIds`): every document's ids concatenated and counts
-    # (int64 numpy), and which documents' texts are in `texts` (with `plain`) to tokenize,
-    # their counts 0 until then (`ids`). None: every text is in `texts`.
+    # Parsed and tokenized at once (`LineIds`): every document's ids concatenated (int64
+    # numpy, or `Varints`) and counts (int64 numpy), and which documents' texts are in `texts`
+    # (with `plain`) to tokenize, their counts 0 until then (`ids`). None: every text is in
+    # `texts`.
     tokenized: tuple[Any, Any, list[int]] | None = None
     # Documents named by their line ("file:line" of a JSONL file) whose names are not made
     # yet, in runs of (prefix, line numbers: int64 numpy), before any of doc_ids: the compiled
@@ -105,9 +106,11 @@ class Batch:
         fractions: dict[str, float],
         strict: bool,
         line_ids: LineIds | None = None,
+        unk: int | None = None,
     ) -> list[Skip]:
         """The raw lines' documents into the columns (unlabelled); their skips. With
-        line_ids, the lines it takes are tokenized as they are parsed (`tokenized`).
+        line_ids, the lines it takes are tokenized as they are parsed (`tokenized`); with
+        unk too (the unknown token's id), as `Varints` where no line is left to Python.
 
         Raises:
             InputError: a skip under --strict.
@@ -117,7 +120,8 @@ class Batch:
         todo: list[int] = []
         for raw, start, end, split in self.raw:
             if line_ids is not None:
-                ids = line_ids(raw.data, raw.ends[start : end + 1])
+                bounds = raw.ends[start : end + 1]
+                ids = line_ids(raw.data, bounds) if unk is None else line_ids(raw.data, bounds, unk)
                 parts.append(self._add_tokenized(raw, start, ids, split, fractions, read, todo))
                 skips += parts[-1][2]
                 check_strict(skips, strict)
@@ -143,14 +147,20 @@ class Batch:
         elif parts:
             import numpy as np
 
-            values, lengths = (np.concatenate([p[k] for p in parts]) for k in (0, 1))
-            self.tokenized = (values, lengths, todo)
+            runs = [p[0] for p in parts]
+            values: Any
+            if all(isinstance(v, Varints) for v in runs):
+                values = Varints.join(runs)
+            else:  # a run's lines were left to Python: ids as int64, to insert theirs
+                values = np.concatenate([v.ids() if isinstance(v, Varints) else v for v in runs])
+            self.tokenized = (values, np.concatenate([p[1] for p in parts]), todo)
         self.raw, self.lines = [], 0
         return skips
 
     def ids(self, tokenize: Callable[[list[str], list[bool]], tuple[Any, Any]]) -> tuple[Any, Any]:
         """Every document's ids concatenated, and each one's count (int64 numpy): those
-        `parse` tokenized, with tokenize's of the texts (and plain marks) left to it."""
+        `parse` tokenized, with tokenize's of the texts (and plain marks) left to it. The ids
+        are `Varints` where parse was given unk and left no text."""
         if self.tokenized is None:
             return tokenize(self.texts, self.plain)
         import numpy as np
@@ -186,6 +196,8 @@ class Batch:
         values, lengths, taken, left = found
         lines: Any = taken
         skips: list[Skip] = []
+        if len(left) and isinstance(values, Varints):  # their ids are inserted as int64
+            values = values.ids()
         if len(left):
             skips, kept = _parse_left(raw, start, left.tolist(), read)
             at = np.searchsorted(taken, [line for line, _, _ in kept]).astype(np.int64)

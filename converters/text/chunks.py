@@ -147,7 +147,8 @@ class TextRunner(ShardStage):
         Runs on a worker thread: the steps are graph calls (or HF's), mostly without the GIL.
         """
         line_ids = self.tok.line_ids(self.options.read.text_field) if fast else None
-        skips = batch.parse(self.options.read, self.labels.fractions, strict, line_ids)
+        unk = self.records.varints_unk(batch) if line_ids is not None else None
+        skips = batch.parse(self.options.read, self.labels.fractions, strict, line_ids, unk)
         return skips, self._encode_documents(batch, fast) if len(batch) else None
 
     def _encode_documents(self, batch: Batch, fast: bool) -> Any:

@@ -21,6 +21,7 @@ from feedgpu.converters.text.blocks import RECORD_DOCS, RECORD_IDS
 from feedgpu.converters.text.examples import ExampleBuilder
 from feedgpu.converters.text.native import native_module
 from feedgpu.converters.text.pieces import ChunkWriter
+from feedgpu.converters.text.plain_wordpiece import Varints
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,9 @@ def shard_records(
     shards: tuple[int, int],
 ) -> FramedBatch | None:
     """The records of documents named by runs of (prefix, line numbers), their ids values
-    (concatenated, lengths each: int64 numpy), into the shards (first, count) of their one
-    split; None where the compiled step is not built or the builder's examples carry labels."""
+    (concatenated: int64 numpy, or `Varints`; lengths each: int64 numpy), into the shards
+    (first, count) of their one split; None where the compiled step is not built or the
+    builder's examples carry labels."""
     import numpy as np
 
     step = native_module("_records")
@@ -63,8 +65,12 @@ def shard_records(
         return None
     first, count = shards
     numbers = np.concatenate([lines for _, lines in runs]) if len(runs) > 1 else runs[0][1]
+    if isinstance(values, Varints):  # written by the JSON-lines step already
+        ids: Any = (values.data, values.sizes, values.unknown)
+    else:
+        ids = np.ascontiguousarray(values, np.int64)
     data, ends, counts, span, *per_doc = step.shard_records(
-        np.ascontiguousarray(values, np.int64),
+        ids,
         np.ascontiguousarray(lengths, np.int64),
         np.ascontiguousarray(numbers, np.int64),
         [prefix for prefix, _ in runs],
@@ -102,6 +108,18 @@ def framed_batch(
     if not batch.runs or batch.doc_ids or batch.splits.count(split) != len(batch):
         return None
     return shard_records(builder, values, lengths, batch.runs, key, split_shards[split])
+
+
+def varints_unk(builder: ExampleBuilder | None, batch: Batch) -> int | None:
+    """The unknown token's id where a batch of raw lines, once tokenized, will be framed by
+    `shard_records` (its lines in one split, examples without labels, the compiled step
+    built): its ids are then best made as `Varints`. Else None."""
+    splits = {split for _, _, _, split in batch.raw}
+    if builder is None or builder.labelled or builder.unk_id is None or batch.texts:
+        return None
+    if len(splits) != 1 or None in splits or native_module("_records") is None:
+        return None
+    return builder.unk_id
 
 
 def write_framed(writer: ChunkWriter, names: Sequence[str], framed: FramedBatch) -> int:

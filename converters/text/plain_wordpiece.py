@@ -16,6 +16,7 @@ Where the step is not built, or FEEDGPU_NO_NATIVE=1 is set, tensorflow-text take
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -24,9 +25,49 @@ from feedgpu.converters.text.examples import per_text_ids, splice_ids
 
 # A run of JSON lines parsed and tokenized at once (`PlainWordPiece.lines_of`, its field and
 # triggers given), from bytes and their lines' bounds (line i is data[ends[i]:ends[i + 1]],
-# `raw_lines.RawLines`): the ids of the documents it took, their counts, which lines they
-# are, and the lines it left to the caller (int64 numpy).
-LineIds = Callable[[bytes, Any], tuple[Any, Any, Any, Any]]
+# `raw_lines.RawLines`), and optionally the unknown token's id: the ids of the documents it
+# took (int64 numpy, or with that id, `Varints`), their counts, which lines they are, and the
+# lines it left to the caller (int64 numpy).
+LineIds = Callable[..., tuple[Any, Any, Any, Any]]
+
+
+@dataclass(frozen=True)
+class Varints:
+    """Documents' ids as records store them, each one's varints concatenated (data), with
+    their bytes and unknown ids each (sizes, unknown: int64 numpy): the JSON-lines step's,
+    where the records are framed from them (`framed`). Made straight from each document's
+    ids while they are in cache, a batch's ids are never int64 in memory: that array, its
+    copies and the pass turning it into varints were ~6% of a short-document conversion's
+    CPU (benchmarks/RESULTS.md, "Issue 29, eleventh session")."""
+
+    data: bytes
+    sizes: Any
+    unknown: Any
+
+    def ids(self) -> Any:
+        """The ids, int64 numpy (for a batch that takes another path after all)."""
+        import numpy as np
+
+        raw = np.frombuffer(self.data, np.uint8)
+        if not len(raw):
+            return np.zeros(0, np.int64)
+        ends = np.flatnonzero(raw < 0x80)  # each varint's last byte
+        starts = np.concatenate([[0], ends[:-1] + 1])
+        shift = 7 * (np.arange(len(raw)) - np.repeat(starts, ends - starts + 1))
+        parts = (raw & 0x7F).astype(np.uint64) << shift.astype(np.uint64)
+        return np.add.reduceat(parts, starts).astype(np.int64)
+
+    @staticmethod
+    def join(parts: Sequence[Varints]) -> Varints:
+        import numpy as np
+
+        if len(parts) == 1:
+            return parts[0]
+        return Varints(
+            b"".join(p.data for p in parts),
+            np.concatenate([p.sizes for p in parts]),
+            np.concatenate([p.unknown for p in parts]),
+        )
 
 
 class PlainWordPiece:
@@ -102,15 +143,15 @@ class PlainWordPiece:
 
     def lines_of(self, field: str, triggers: str, beyond_ascii: bool = True) -> LineIds | None:
         """JSON lines parsed and tokenized at once, for one text field and one set of
-        triggers (encoded once for every batch): a function of a block's bytes and its lines'
-        bounds (`LineIds`) that tokenizes, in one pass without the GIL, the documents that are
-        certain and covered (`_json_line.h`: valid JSON objects whose text field is a
-        non-blank string of plain text and characters the table holds) and gives their ids
-        concatenated, each one's count, which lines they are, and which lines are left to
-        the caller (any other line but a blank one, texts holding a character of triggers,
-        and with beyond_ascii False, every text beyond ASCII), all int64 numpy. None for a
-        field no line can name as UTF-8 (a surrogate from undecodable arguments): Python's
-        path reads those."""
+        triggers (encoded once for every batch): a function of a block's bytes, its lines'
+        bounds and optionally the unknown token's id (`LineIds`) that tokenizes, in one pass
+        without the GIL, the documents that are certain and covered (`_json_line.h`: valid
+        JSON objects whose text field is a non-blank string of plain text and characters the
+        table holds) and gives their ids concatenated (or with that id, as `Varints`), each
+        one's count, which lines they are, and which lines are left to the caller (any other
+        line but a blank one, texts holding a character of triggers, and with beyond_ascii
+        False, every text beyond ASCII), all int64 numpy. None for a field no line can name
+        as UTF-8 (a surrogate from undecodable arguments): Python's path reads those."""
         import numpy as np
 
         try:
@@ -119,9 +160,12 @@ class PlainWordPiece:
             return None
         stop = "".join(c for c in triggers if c.isascii()).encode()
 
-        def ids(data: bytes, ends: Any) -> tuple[Any, Any, Any, Any]:
+        def ids(data: bytes, ends: Any, unk: int | None = None) -> tuple[Any, Any, Any, Any]:
             table = self._table() if beyond_ascii else None  # the latest, call by call
-            found = self._module.lines(self._vocab, table, data, ends, name, stop)
-            return tuple(np.frombuffer(part, np.int64) for part in found)  # type: ignore[return-value]
+            found = self._module.lines(self._vocab, table, data, ends, name, stop, unk)
+            lengths, taken, left, *more = (np.frombuffer(part, np.int64) for part in found[1:])
+            if unk is None:
+                return np.frombuffer(found[0], np.int64), lengths, taken, left
+            return Varints(found[0], *more), lengths, taken, left
 
         return ids

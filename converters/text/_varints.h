@@ -1,0 +1,59 @@
+/* Varints (protobuf's base-128 integers) as records store ids: what both compiled steps write,
+ * the records' (_example_wire.c) and the JSON lines' (_json_lines.c, which writes a batch's
+ * ids straight as varints where its records are framed in one call). */
+#ifndef FEEDGPU_VARINTS_H
+#define FEEDGPU_VARINTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A varint's bytes: 1 + (its significant bits - 1) / 7, without a loop (a vocabulary's ids
+ * take one or two bytes in no order a branch predicts). */
+static inline ptrdiff_t vsize(uint64_t v) {
+#if defined(__GNUC__)
+    static const unsigned char by_zeros[64] = {
+        10, 9, 9, 9, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8, 8, 7, 7, 7, 7, 7, 7, 7,
+        6,  6, 6, 6, 6, 6, 6, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 3,
+        3,  3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1};
+    return by_zeros[__builtin_clzll(v | 1)];
+#else
+    ptrdiff_t n = 1;
+    for (; v >= 0x80; v >>= 7) n++;
+    return n;
+#endif
+}
+
+static inline unsigned char *put(unsigned char *p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (unsigned char)v;
+    return p;
+}
+
+/* ids' varints, those under 2^14 (a vocabulary's) without a branch on their size: both bytes
+ * written, the second kept only when needed. It may write one byte past the last varint (into
+ * what its caller writes next: a record's next field, or the next document's varints, or the
+ * byte of room after them). With count, adds how many are unk to *hits in the same pass;
+ * inlined, the loop without count has no compare. */
+static inline unsigned char *put_ids(unsigned char *p, const int64_t *v, ptrdiff_t n, int count,
+                                     int64_t unk, int64_t *hits) {
+    int64_t found = 0;
+    for (ptrdiff_t i = 0; i < n; i++) {
+        uint64_t u = (uint64_t)v[i];
+        if (count) found += v[i] == unk;
+        if (u < 1u << 14) {
+            unsigned two = u >= 0x80;
+            p[0] = (unsigned char)(u | (two << 7));
+            p[1] = (unsigned char)(u >> 7);
+            p += 1 + two;
+        } else {
+            p = put(p, u);
+        }
+    }
+    if (count) *hits += found;
+    return p;
+}
+
+#endif
