@@ -13,7 +13,6 @@ token's text go to HF whole on either path (`redo.AddedTokens`).
 from __future__ import annotations
 
 import functools
-import hashlib
 import itertools
 import json
 import logging
@@ -26,6 +25,7 @@ from typing import Any
 from feedgpu.converters.text.char_table import describer
 from feedgpu.converters.text.examples import flat_ids, per_text_ids, splice_ids
 from feedgpu.converters.text.fast_models import fast_graphs
+from feedgpu.converters.text.identity import content_hash
 from feedgpu.converters.text.native import native_module
 from feedgpu.converters.text.plain_wordpiece import LineIds, PlainWordPiece
 from feedgpu.converters.text.redo import AddedTokens, needs_reference, word_runs
@@ -86,8 +86,7 @@ class TextTokenizer:
     @functools.cached_property
     def identity(self) -> str:
         """Content hash of the tokenizer: the same vocabulary and settings, the same hash."""
-        canonical = json.dumps(self.config, sort_keys=True, ensure_ascii=False)
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return content_hash(self.config)
 
     def special_ids(self) -> tuple[list[int], list[int]]:
         """Ids the tokenizer adds before and after a single sequence."""
