@@ -181,15 +181,20 @@ def test_run_batches_emits_in_order_within_the_limit_and_reads_ahead_only_after_
     made: list[tuple[int, int]] = []
     in_flight, most = [0], [0]
     lock = threading.Lock()
-    gate = threading.Event()
+    full = threading.Event()  # results wait until the limit was reached
+    ahead = threading.Event()  # the first chunk's last waits for the second's first read
 
     def batches(index: int, count: int):
         for i in range(count):
             made.append((index, i))
+            if (index, i) == (1, 0):
+                ahead.set()
             yield Batch(doc_ids=[f"{index}:{i}"])
 
     def work(batch: Batch) -> tuple[list, str]:
-        gate.wait(timeout=30)
+        assert full.wait(timeout=30)
+        if batch.doc_ids == ["0:8"]:
+            assert ahead.wait(timeout=30), "the next chunk was not read meanwhile"
         with lock:
             in_flight[0] -= 1
         return [], batch.doc_ids[0]
@@ -200,8 +205,8 @@ def test_run_batches_emits_in_order_within_the_limit_and_reads_ahead_only_after_
             with lock:
                 in_flight[0] += 1
                 most[0] = max(most[0], in_flight[0])
-            if len(made) > 6:
-                gate.set()  # the first results wait until the limit was reached
+            if len(made) > 4:
+                full.set()
             return pool.submit(work, batch), True
 
         emitted: list[str] = []
@@ -220,6 +225,39 @@ def test_run_batches_emits_in_order_within_the_limit_and_reads_ahead_only_after_
         rest: list[str] = []
         assert run_batches(second, submit, lambda b, r: rest.append(r), 4) is None
         assert rest == [f"1:{i}" for i in range(20)]
+
+
+def test_a_chunk_that_may_be_kept_is_not_read_ahead(tmp_path: Path, corpus, monkeypatch):
+    """Chunks 1 and 3 kept from an earlier run's piece folders (Beam's), 0 and 2 to redo:
+    the chunks before them do not read them ahead, and they are appended, not tokenized."""
+    from feedgpu.converters.text import chunks
+
+    src, options = corpus
+    out = tmp_path / "out"
+
+    def stop(*args):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:  # chunks written as piece folders, as Beam's are
+        patch.setattr(chunks, "ShardFiles", lambda work, keys: None)
+        patch.setattr(chunks, "text_statistics", stop)  # stopped once every chunk is done
+        with pytest.raises(KeyboardInterrupt):
+            convert_text(str(src), str(out), options, quiet=True)
+    for index in (0, 2):  # their markers lost: to redo
+        (out / ".feedgpu-work" / f"chunk-{index:05d}.json").unlink()
+    read: list[int] = []
+    real_feed = ChunkBatches.feed
+
+    def feed(self, submit):
+        read.append(self.index)
+        return real_feed(self, submit)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ChunkBatches, "feed", feed)
+        convert_text(str(src), str(out), options, quiet=True)
+    assert sorted(set(read)) == [0, 2]
+    convert_text(str(src), str(tmp_path / "clean"), options, quiet=True)
+    assert shards(out) == shards(tmp_path / "clean")
 
 
 def test_run_batches_raises_a_batchs_strict_error_before_the_readings() -> None:

@@ -121,7 +121,8 @@ def test_shard_records_from_varints_are_those_from_the_ids(
 
 def test_shard_records_refuses_varints_that_do_not_add_up(records: Any) -> None:
     """Sizes that miss bytes or run past them, a document's last byte not a varint's last,
-    fewer bytes than ids or more than ten an id, arrays of another count: a clear error."""
+    fewer bytes than ids or more than ten an id, another count of varints than of ids, more
+    unknown ids than ids, arrays of another count: a clear error."""
     lengths = np.array([2, 1], np.int64)
     good = (b"\x05\x81\x01\x07", np.array([3, 1], np.int64), np.zeros(2, np.int64))
     rest = (
@@ -149,6 +150,9 @@ def test_shard_records_refuses_varints_that_do_not_add_up(records: Any) -> None:
         (b"\x05" + b"\x81" * 20 + b"\x01\x07", np.array([22, 1], np.int64), good[2]),
         (good[0], np.array([3, 1, 0], np.int64), good[2]),
         (good[0], good[1], np.zeros(1, np.int64)),
+        (b"\x80\x01\x07", np.array([2, 1], np.int64), good[2]),  # one varint, not two
+        (good[0], good[1], np.array([3, 0], np.int64)),  # more unknown ids than ids
+        (good[0], good[1], np.array([-1, 0], np.int64)),
     ]
     for given in bad:
         with pytest.raises(ValueError, match="varints"):

@@ -13,6 +13,9 @@
 
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "_int64s.h"
 
@@ -72,10 +75,24 @@ typedef struct {
     int64_t *ends, *counts;              /* out, per shard: bytes to its group's end, records */
 } Batch;
 
+/* How many varints end in the n bytes at p (bytes under 0x80), sixteen bytes a step where the
+ * CPU has SSE2: the check of given varints reads every byte, ~1 ms of a 50 MB conversion. */
+static Py_ssize_t varint_count(const unsigned char *p, Py_ssize_t n) {
+    Py_ssize_t count = 0, k = 0;
+#if defined(__SSE2__)
+    for (; n - k >= 16; k += 16) {
+        unsigned high = (unsigned)_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(p + k)));
+        count += 16 - __builtin_popcount(high);
+    }
+#endif
+    for (; k < n; k++) count += p[k] < 0x80;
+    return count;
+}
+
 /* Given varints (a tuple of the bytes, each document's bytes and unknown ids: int64) into b,
  * checked against the documents' id counts (b->lengths): -1 with ValueError if they do not
- * add up (each document's bytes at least its ids, at most ten a id, its last byte a varint's
- * last), so no loop reads past them. */
+ * add up (each document's bytes exactly its ids' varints, its unknown ids no more than its
+ * ids), so no loop reads past them and no record says other than it holds. */
 static int given_varints(PyObject *given, Py_buffer *data, Py_buffer *sizes, Py_buffer *unknown,
                          Batch *b, Py_ssize_t docs) {
     Py_ssize_t n = 0, m = 0;
@@ -89,6 +106,8 @@ static int given_varints(PyObject *given, Py_buffer *data, Py_buffer *sizes, Py_
         Py_ssize_t size = b->vbytes[d], ids = b->lengths[d];
         if (size < ids || size > 10 * ids || size > data->len - at) break;
         if (size && bytes[at + size - 1] >= 0x80) break;
+        if (varint_count(bytes + at, size) != ids) break;
+        if (b->unknown_in[d] < 0 || b->unknown_in[d] > ids) break;
         at += size;
     }
     if (d != docs || at != data->len) {

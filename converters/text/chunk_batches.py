@@ -17,7 +17,6 @@ from typing import Any
 
 from feedgpu.convert.plan import Skip
 from feedgpu.converters.text.batches import Batch
-from feedgpu.errors import InputError
 
 # Submits a batch to the tokenizer threads: its future, and whether it takes the fast path.
 Submit = Callable[[Batch], tuple["Future[Any]", bool]]
@@ -39,14 +38,17 @@ class ChunkBatches:
         self.fast_used = False  # a batch took the fast path (redone if the parity check fails)
         self.read_all = False
         self._batches = batches
-        self._error: InputError | None = None  # --strict: a skip while reading, raised in turn
+        # --strict: a skip while reading (or any error reading), raised in turn: one met while
+        # reading ahead comes after the chunk before is written.
+        self._error: Exception | None = None
 
     def feed(self, submit: Submit) -> None:
-        """The next batch read and submitted; read_all at the chunk's end (or at a --strict
-        skip, kept until `take` reaches it: the chunk before is written first)."""
+        """The next batch read and submitted; read_all at the chunk's end (or at an error
+        reading, a --strict skip among them, kept until `take` reaches it: the chunk before is
+        written first)."""
         try:
             batch = next(self._batches, None)
-        except InputError as e:
+        except Exception as e:  # raised by `take`, in its turn
             self._error, self.read_all = e, True
             return
         if batch is None:
@@ -58,7 +60,7 @@ class ChunkBatches:
 
     @property
     def complete(self) -> bool:
-        """Every batch read (none refused by --strict)."""
+        """Every batch read (no error reading)."""
         return self.read_all and self._error is None
 
     def take(self, wait: bool) -> tuple[Batch, Any] | None:
@@ -66,7 +68,8 @@ class ChunkBatches:
         None if not done or none is left.
 
         Raises:
-            InputError: --strict: the first skip, in a batch or (its batches done) the reading.
+            InputError: --strict: the first skip, in a batch or (its batches done) the
+                reading (or any other error reading, in its turn too).
         """
         if not self.pending:
             if self._error is not None and self.read_all:

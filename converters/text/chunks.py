@@ -58,8 +58,9 @@ logger = logging.getLogger(__name__)
 # batches (which blocks are cut within) are JSON lines by bytes, no longer texts by characters;
 # 6: characters beyond ASCII by the compiled step's table of HF's answers (`char_table`), where
 # tensorflow-text's path missed a few (characters newer than HF's Unicode tables); 7: a local
-# run's chunks appended to the shards' files (`shard_files`), their markers without a folder.
-CHUNK_FORMAT = 7
+# run's chunks appended to the shards' files (`shard_files`), their markers without a folder;
+# 8: the run's first and last chunks cut into smaller batches at their edges (`iter_batches`).
+CHUNK_FORMAT = 8
 
 
 class TextRunner(ShardStage):
@@ -258,14 +259,20 @@ class TextRunner(ShardStage):
         infos: list[dict[str, Any]] = []
         reading: ChunkBatches | None = None  # the chunk's, read ahead
         with ThreadPoolExecutor(self._threads(run)) as pool:
-            for index in range(len(self.chunks)):
-                info = self._kept(index, on_progress) if reading is None else None
-                if info is None:
-                    after, ahead = index + 1, None
-                    if after < len(self.chunks) and self._chunk_info(after) is None:
-                        ahead = functools.partial(self._reading, after, run.strict)
-                    info, reading = self._run_chunk(index, on_progress, run, pool, reading, ahead)
-                infos.append(info)
+            try:
+                for index in range(len(self.chunks)):
+                    info = self._kept(index, on_progress) if reading is None else None
+                    if info is None:
+                        after, ahead = index + 1, None
+                        if after < len(self.chunks) and self._chunk_info(after) is None:
+                            ahead = functools.partial(self._reading, after, run.strict)
+                        info, reading = self._run_chunk(
+                            index, on_progress, run, pool, reading, ahead
+                        )
+                    infos.append(info)
+            except BaseException:  # the batches queued (some read ahead) are not begun
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
         return infos
 
     def _marker(self, index: int) -> str:
