@@ -261,3 +261,46 @@ def _models_kept_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Tokenizer models built during the suite are kept in its tmp folder (CLI children inherit
     it), never in the user's cache (`fast_models.cache_dir`)."""
     os.environ["FEEDGPU_CACHE_DIR"] = str(tmp_path_factory.mktemp("model-cache"))
+
+
+def compiled_step(name: str, monkeypatch: pytest.MonkeyPatch) -> object:
+    """feedgpu's compiled step `name`, turned on. CI builds it (a missing one fails there);
+    elsewhere, a package installed without a C compiler runs without it, and the tests that
+    need it say so."""
+    from feedgpu.converters.text.native import NO_NATIVE_ENV, native_module
+
+    monkeypatch.delenv(NO_NATIVE_ENV, raising=False)
+    found = native_module(name)
+    if found is None:
+        assert not os.environ.get("CI"), f"the compiled step {name} was not built (setup.py)"
+        pytest.skip(f"feedgpu's compiled step {name} is not built here (no C compiler)")
+    return found
+
+
+@pytest.fixture
+def module(monkeypatch: pytest.MonkeyPatch) -> object:
+    """The WordPiece step (`_wordpiece.c`)."""
+    return compiled_step("_wordpiece", monkeypatch)
+
+
+@pytest.fixture
+def records(monkeypatch: pytest.MonkeyPatch) -> object:
+    """The records step (`_records.c`)."""
+    return compiled_step("_records", monkeypatch)
+
+
+CORPUS_WORDS = ["a", "cat", "sat", "on", "the", "mat", "dog", "ran"]
+
+
+def word_files(tmp_path: Path, seed: int, lines: int, files: int = 4) -> tuple[Path, Path]:
+    """files JSONL files (src/part-N.jsonl) of lines short documents of CORPUS_WORDS, and a
+    vocab.txt for them: the folder and the vocabulary."""
+    rng = random.Random(seed)
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in range(files):
+        texts = [" ".join(rng.choices(CORPUS_WORDS, k=rng.randint(1, 30))) for _ in range(lines)]
+        (src / f"part-{f}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *CORPUS_WORDS]) + "\n")
+    return src, vocab

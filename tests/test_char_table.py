@@ -17,7 +17,7 @@ from tokenizers.implementations import BertWordPieceTokenizer
 
 from feedgpu.converters.text.char_table import ALONE, DROP, SPACE, WORD, describer
 from feedgpu.converters.text.examples import per_text_ids
-from feedgpu.converters.text.native import NO_NATIVE_ENV, native_module
+from feedgpu.converters.text.native import NO_NATIVE_ENV
 from feedgpu.converters.text.raw_lines import joined
 from feedgpu.converters.text.tokenizer import TextTokenizer
 
@@ -31,15 +31,6 @@ BLOCKS += [(0x1D400, 0x1D7FF), (0x1F300, 0x1F6FF)]
 WORDS = ["the", "Quick", "café", "naïve", "Zürich", "—", "€5", "…", "東京", "“quoted”", "ΑΣΣ"]
 WORDS += ["straße", "İstanbul", "ﬁne", "a\u200bb", "e\u0301", "\u00a0", "x\u0308\u0316y", "가나다"]
 WORDS += ["привет", "Ⅻ", "ＡＢＣ", "\ufeffbom", "a\x01b", "é" * 60, "ோ", "\u0d3b.x"]
-
-
-@pytest.fixture
-def module(monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.delenv(NO_NATIVE_ENV, raising=False)
-    found = native_module("_wordpiece")
-    if found is None:  # CI builds it (test_native.py fails there without it)
-        pytest.skip("feedgpu's compiled step _wordpiece is not built here (no C compiler)")
-    return found
 
 
 def _tokenizer(lowercase: bool, **model: Any) -> TextTokenizer:

@@ -5,13 +5,13 @@ the run's two ends; the parity check started once the first batch is written."""
 from __future__ import annotations
 
 import json
-import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import word_files
 
 from feedgpu.converters.listing import SourceFile
 from feedgpu.converters.text import batches as text_batches
@@ -24,23 +24,11 @@ from feedgpu.converters.text.convert import TextOptions, convert_text
 from feedgpu.converters.text.options import TextSource
 from feedgpu.errors import InputError
 
-WORDS = ["a", "cat", "sat", "on", "the", "mat", "dog", "ran"]
-
 
 @pytest.fixture
 def corpus(tmp_path: Path, monkeypatch) -> tuple[Path, TextOptions]:
     """Four JSONL files (a chunk each) of several batches each, and their vocabulary."""
-    rng = random.Random(7)
-    src = tmp_path / "src"
-    src.mkdir()
-    for f in range(4):
-        lines = [
-            json.dumps({"text": " ".join(rng.choices(WORDS, k=rng.randint(1, 30)))})
-            for _ in range(400)
-        ]
-        (src / f"part-{f}.jsonl").write_text("\n".join(lines) + "\n")
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS]) + "\n")
+    src, vocab = word_files(tmp_path, 7, 400)
     monkeypatch.setattr(text_batches, "BATCH_CHARS", 8000)  # ~6 batches a chunk
     monkeypatch.setattr(text_batches, "EDGE_CHARS", 1000)
     return src, TextOptions(tokenizer=str(vocab), num_shards=3, chunk_mb=0.02)

@@ -5,7 +5,6 @@ not add up; a conversion through it is the same bytes as one without the compile
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
 from typing import Any
@@ -13,19 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from feedgpu.converters.text.native import NO_NATIVE_ENV, native_module
-
-
-@pytest.fixture
-def records(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The records step (`_records.c`): CI builds it; elsewhere a package installed without a
-    C compiler runs without it, and these tests say so."""
-    monkeypatch.delenv(NO_NATIVE_ENV, raising=False)
-    found = native_module("_records")
-    if found is None:
-        assert not os.environ.get("CI"), "the compiled step _records was not built (setup.py)"
-        pytest.skip("feedgpu's compiled step _records is not built here (no C compiler)")
-    return found
+from feedgpu.converters.text.native import NO_NATIVE_ENV
 
 
 def _expected(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
 import string
 from concurrent.futures import ThreadPoolExecutor
@@ -18,32 +17,8 @@ import pytest
 from tokenizers import Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 
-from feedgpu.converters.text.native import NO_NATIVE_ENV, native_module
+from feedgpu.converters.text.native import NO_NATIVE_ENV
 from feedgpu.converters.text.plain_wordpiece import PlainWordPiece
-
-
-def _built(name: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The compiled step `name`, turned on. CI builds it (a missing one fails there);
-    elsewhere, a package installed without a C compiler runs without it, and these tests say
-    so."""
-    monkeypatch.delenv(NO_NATIVE_ENV, raising=False)
-    found = native_module(name)
-    if found is None:
-        assert not os.environ.get("CI"), f"the compiled step {name} was not built (setup.py)"
-        pytest.skip(f"feedgpu's compiled step {name} is not built here (no C compiler)")
-    return found
-
-
-@pytest.fixture
-def module(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The WordPiece step (`_wordpiece.c`)."""
-    return _built("_wordpiece", monkeypatch)
-
-
-@pytest.fixture
-def records(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The examples step (`_records.c`)."""
-    return _built("_records", monkeypatch)
 
 
 def _vocab(rng: random.Random, size: int) -> list[str]:

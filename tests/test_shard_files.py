@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import random
 from pathlib import Path
 
 import pytest
+from conftest import word_files
 
 from feedgpu.converters.text import chunks
 from feedgpu.converters.text.chunks import TextRunner
@@ -22,18 +22,7 @@ WORK = ".feedgpu-work"
 @pytest.fixture
 def corpus(tmp_path: Path) -> tuple[Path, TextOptions]:
     """Four JSONL files of short documents (a chunk each) and a vocabulary for them."""
-    rng = random.Random(5)
-    words = ["a", "cat", "sat", "on", "the", "mat", "dog", "ran"]
-    src = tmp_path / "src"
-    src.mkdir()
-    for f in range(4):
-        lines = [
-            json.dumps({"text": " ".join(rng.choices(words, k=rng.randint(1, 30)))})
-            for _ in range(300)
-        ]
-        (src / f"part-{f}.jsonl").write_text("\n".join(lines) + "\n")
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *words]) + "\n")
+    src, vocab = word_files(tmp_path, 5, 300)
     options = TextOptions(tokenizer=str(vocab), num_shards=3, chunk_mb=0.01, docs_per_record=1)
     return src, options  # a record per document: every chunk writes to every shard
 

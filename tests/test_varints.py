@@ -12,20 +12,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_native import _built, _hf, _step, _texts, _vocab
+from test_native import _hf, _step, _texts, _vocab
 
 from feedgpu.converters.text.native import NO_NATIVE_ENV
 from feedgpu.converters.text.plain_wordpiece import Varints
-
-
-@pytest.fixture
-def module(monkeypatch: pytest.MonkeyPatch) -> Any:
-    return _built("_wordpiece", monkeypatch)
-
-
-@pytest.fixture
-def records(monkeypatch: pytest.MonkeyPatch) -> Any:
-    return _built("_records", monkeypatch)
 
 
 def varint(v: int) -> bytes:
