@@ -88,7 +88,10 @@ def stages(src: str, vocab: str, out: str) -> tuple[dict[str, float], float, int
         parsed = []
         for lines in raw:
             batch = Batch(raw=list(lines))
-            batch.parse(read, labels.fractions, False, line_ids if fused else None)
+            # As a conversion asks: ids as varints where the records are framed from them.
+            splits = {split for *_, split in lines}
+            unk = tok.unk_id if fused and len(splits) == 1 and None not in splits else None
+            batch.parse(read, labels.fractions, False, line_ids if fused else None, unk)
             parsed.append(batch)
         return parsed
 

@@ -98,7 +98,7 @@ class TextRunner(ShardStage):
         self.schema = plan.schema  # the in-graph examples are checked against it too
         self.tokenizer_info = plan.tokenizer
         self.pad_id = plan.tokenizer.pad_id
-        # Optimistic until the parity check says otherwise (`run_chunk` redoes what it must).
+        # Optimistic until the parity check says otherwise (`_run_chunk` redoes what it must).
         self.use_fast = tokenizer.fast_capable
         self.parity: dict[str, Any] = {}
         self._parity: Future[None] | None = None  # the parity check, while it runs
