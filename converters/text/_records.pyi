@@ -19,7 +19,7 @@ def route(ids: Sequence[str | bytes], k0: int, k1: int, buckets: int) -> bytes: 
 def frame(records: Sequence[bytes]) -> bytes: ...
 def crc32c(data: bytes, hardware: bool) -> int: ...
 def shard_records(
-    ids: Any,
+    ids: Any,  # int64 ids, or (varints: bytes, each document's bytes, unknown ids: int64)
     lengths: Any,
     numbers: Any,
     prefixes: Sequence[str],

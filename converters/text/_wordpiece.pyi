@@ -9,5 +9,11 @@ def build(
 def chars(entries: bytes) -> Any: ...
 def tokenize(vocabulary: Any, chars: Any, texts: Sequence[str]) -> tuple[bytes, bytes, bytes]: ...
 def lines(
-    vocabulary: Any, chars: Any, data: bytes, ends: Any, field: bytes, triggers: bytes
-) -> tuple[bytes, bytes, bytes, bytes]: ...
+    vocabulary: Any,
+    chars: Any,
+    data: bytes,
+    ends: Any,
+    field: bytes,
+    triggers: bytes,
+    unk: int | None = None,
+) -> tuple[bytes, ...]: ...

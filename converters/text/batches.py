@@ -120,8 +120,7 @@ class Batch:
         todo: list[int] = []
         for raw, start, end, split in self.raw:
             if line_ids is not None:
-                bounds = raw.ends[start : end + 1]
-                ids = line_ids(raw.data, bounds) if unk is None else line_ids(raw.data, bounds, unk)
+                ids = line_ids(raw.data, raw.ends[start : end + 1], unk)
                 parts.append(self._add_tokenized(raw, start, ids, split, fractions, read, todo))
                 skips += parts[-1][2]
                 check_strict(skips, strict)

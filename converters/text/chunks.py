@@ -255,7 +255,7 @@ class TextRunner(ShardStage):
     def _run_local(self, run: RunOptions, on_progress: Progress) -> list[dict[str, Any]]:
         """Every chunk's marker info, those not kept tokenized in order on one pool of
         threads, each chunk's last batches beside the next one's first (unless that one has
-        a marker: it may be kept)."""
+        a marker: it may be kept, checked in its turn)."""
         infos: list[dict[str, Any]] = []
         reading: ChunkBatches | None = None  # the chunk's, read ahead
         with ThreadPoolExecutor(self._threads(run)) as pool:
@@ -264,7 +264,7 @@ class TextRunner(ShardStage):
                     info = self._kept(index, on_progress) if reading is None else None
                     if info is None:
                         after, ahead = index + 1, None
-                        if after < len(self.chunks) and self._chunk_info(after) is None:
+                        if after < len(self.chunks) and not storage.exists(self._marker(after)):
                             ahead = functools.partial(self._reading, after, run.strict)
                         info, reading = self._run_chunk(
                             index, on_progress, run, pool, reading, ahead
