@@ -53,9 +53,7 @@ def test_identity_in_slices_is_the_whole_dumps_hash(tmp_path: Path) -> None:
 
 
 def test_a_bpe_tokenizers_identity_is_unchanged(tmp_path: Path) -> None:
-    from feedgpu.converters.text.tokenizer import load_tokenizer as load
-
     texts = [f"the {i} quick brown fox {i * 7} jumps" for i in range(400)]
-    tok = load(TokenizerSpec.parse("train:bpe:600"), texts)
+    tok = load_tokenizer(TokenizerSpec.parse("train:bpe:600"), texts)
     assert isinstance(tok.config["model"]["merges"], list) and tok.config["model"]["merges"]
     assert tok.identity == whole(tok.config)

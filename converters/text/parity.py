@@ -19,8 +19,9 @@ logger = logging.getLogger(__name__)
 # The parity sample: a five-thousandth of the corpus, within bounds. HF, the reference, is
 # ~40x slower than the compiled step, so a fixed sample was a large part of a small conversion
 # and nothing for a big one; proportional, it costs every corpus the same small share and
-# looks harder at bigger corpora. At a thousandth (50k characters at least) that share had
-# grown to ~4% of a conversion's CPU as the rest got faster; now ~1%. The lower bound (~100
+# looks harder at bigger corpora. At a thousandth (50k characters at least of a 48 MB corpus)
+# HF's threads took 13 ms of a conversion's ~0.6 CPU-s, and skipping the check made it 3%
+# faster; at 20k, 7 ms (~1%). The lower bound (~100
 # short documents, ~4,000 words) still shows any difference in normalisation, vocabulary or
 # unknown-token handling, which changes most documents; characters beyond ASCII are HF's
 # answers anyway (`char_table`) (benchmarks/RESULTS.md, "the parity sample", and "Issue 29,
