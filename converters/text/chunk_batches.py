@@ -103,7 +103,8 @@ def run_batches(
     limit. The next chunk's reading, if begun.
 
     Raises:
-        InputError: --strict: current's first skip (every batch before it emitted).
+        InputError: --strict: current's first skip (every batch before it emitted); any
+            other error met reading current, in its turn too.
     """
     following: ChunkBatches | None = None
 
