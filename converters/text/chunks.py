@@ -40,6 +40,7 @@ from feedgpu.converters.text.pieces import (
     ChunkWriter,
     PieceShardBody,
     Windows,
+    length_summary,
     piece_key,
     text_statistics,
 )
@@ -330,7 +331,9 @@ class TextRunner(ShardStage):
                 "with --strict"
             )
         body = PieceShardBody(self.work, infos, self.schema.blocks, self._files)
-        return StageOutput(body, skips, text=text_statistics(pieces), finish=self._finish)
+        text = text_statistics(pieces)
+        summary = length_summary(text)
+        return StageOutput(body, skips, text=text, statistics=summary, finish=self._finish)
 
     def _start_parity(self) -> None:
         """A local run's parity check started on a thread of its own, once, beside the

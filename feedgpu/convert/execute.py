@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from feedgpu import storage
 from feedgpu.convert.commit import (
@@ -34,6 +35,8 @@ class StageOutput:
         skips: inputs the stage skipped outside any shard.
         tokenizer: the tokenizer as used (text: its parity verdict included).
         text: statistics of the stored text.
+        statistics: the manifest's statistics (`Summary.to_json`) where the stage knows them
+            whole (text: from every chunk's exact length counts), not the shards' merged.
         counted: the stage already reported every input's progress (shards then report none).
         finish: run once the shards are written, before the manifest; gives the tokenizer
             as used (text: waits for the parity verdict, which ran beside the shards, and
@@ -44,6 +47,7 @@ class StageOutput:
     skips: list[Skip] = field(default_factory=list)
     tokenizer: TokenizerInfo | None = None
     text: TextStatistics | None = None
+    statistics: dict[str, Any] | None = None
     counted: bool = True
     finish: Callable[[], TokenizerInfo] | None = None
 

@@ -43,7 +43,7 @@ def finalize(
     check_kept(kept, skips, out, plan.converter, allow=allow_skips)
 
     shards: dict[str, list[ShardInfo]] = {}
-    summary = Summary()
+    summary = Summary(output.statistics)
     for task in sorted(plan.tasks, key=lambda t: names.split_order(t.split)):
         r = by_file[task.filename]
         index = index_path(r.filename) if task.indexed else None
@@ -52,7 +52,8 @@ def finalize(
         else:
             info = ShardInfo(r.filename, r.num_examples, r.num_bytes, index, r.num_records)
         shards.setdefault(task.split, []).append(info)
-        summary.merge(Summary(r.stats))
+        if output.statistics is None:
+            summary.merge(Summary(r.stats))
     splits = {name: SplitInfo(tuple(infos)) for name, infos in shards.items()}
     write_tfds_metadata(
         out,
