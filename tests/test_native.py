@@ -648,7 +648,7 @@ def test_line_bounds_are_where_readlines_cuts(
 ) -> None:
     """A block's line bounds by the step (memchr) and by numpy are where `readlines` cuts the
     same bytes: empty, one line without its newline, blank lines, CR (not an end), and random
-    bytes around newlines."""
+    bytes around newlines; of the bytes up to a size only, more bytes after them."""
     import io
 
     from feedgpu.converters.text.raw_lines import line_bounds
@@ -660,10 +660,14 @@ def test_line_bounds_are_where_readlines_cuts(
         lines = io.BytesIO(data).readlines()
         expected = list(itertools.accumulate(map(len, lines), initial=0))
         got = line_bounds(data)
+        cut = line_bounds(data + b"a part\nline", len(data))  # bytes beyond size not looked at
         monkeypatch.setenv(NO_NATIVE_ENV, "1")
         assert got.dtype == np.int64 and got.tolist() == line_bounds(data).tolist()
+        assert cut.tolist() == line_bounds(data + b"more", len(data)).tolist()
         monkeypatch.delenv(NO_NATIVE_ENV)
-        assert got.tolist() == expected, data
+        assert got.tolist() == cut.tolist() == expected, data
+    with pytest.raises(ValueError, match="beyond"):
+        records.line_ends(b"ab", 3)
 
 
 @pytest.mark.parametrize("hardware", [True, False])

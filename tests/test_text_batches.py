@@ -3,9 +3,12 @@ alone whatever blocks they are read in."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from pathlib import Path
+
+import pytest
 
 from feedgpu.converters.listing import SourceFile
 from feedgpu.converters.text import batches as text_batches
@@ -46,6 +49,29 @@ def test_batches_fill_by_lines_or_bytes_whatever_the_blocks_and_keep_every_docum
     assert [t for b in batches for t in b.texts] == texts[:700] + texts[701:]
     assert [s.path for s in skips] == ["a.jsonl:701"]
     assert [b.splits for b in batches] == [["train"] * len(b) for b in batches]
+
+
+def test_blocks_hold_a_files_lines_as_readlines_cuts_them_plain_or_gzipped(tmp_path: Path) -> None:
+    """`read_blocks` at any block size: every line once, in order, as `readlines` cuts it
+    (lines longer than a block, blank ones, none at the end without its newline). A plain
+    file's blocks are its reads whole (bounds ending before the bytes do, the part line read
+    again with the next block); a gzip file's are cut at their last line."""
+    import gzip
+
+    rng = random.Random(9)
+    lines = [b"x" * rng.choice([0, 1, 30, 700, 5000]) + b"\n" for _ in range(300)] + [b"end"]
+    data = b"".join(lines)
+    (tmp_path / "a.jsonl").write_bytes(data)
+    (tmp_path / "a.jsonl.gz").write_bytes(gzip.compress(data))
+    for block in (1, 64, 1000, 4096, 1 << 20):
+        for name, opener in (("a.jsonl", open), ("a.jsonl.gz", gzip.open)):
+            with pytest.MonkeyPatch.context() as patch, opener(tmp_path / name, "rb") as f:
+                patch.setattr(raw_lines, "BLOCK_BYTES", block)
+                blocks = list(raw_lines.read_blocks(f))
+            got = [b[s:e] for b, ends in blocks for s, e in itertools.pairwise(ends)]
+            assert got == lines, (name, block)
+            longer = [len(b) > ends[-1] for b, ends in blocks]
+            assert any(longer) == (name == "a.jsonl" and block > 1), (name, block)
 
 
 def test_unlabelled_lines_and_documents_never_share_a_batch(tmp_path: Path) -> None:

@@ -42,13 +42,20 @@ PyObject *feedgpu_numbered(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* Where each line of data starts and the last one ends (after each b"\n", and at the end of
- * data if its last line has none), as int64 bytes: `raw_lines.line_bounds`, by memchr. */
+/* Where each line of data[:size] (all of data without size) starts and the last one ends
+ * (after each b"\n", and at its end if its last line has none), as int64 bytes:
+ * `raw_lines.line_bounds`, by memchr. */
 PyObject *feedgpu_line_ends(PyObject *self, PyObject *args) {
     PyObject *given; /* bytes only: nothing can change them while the GIL is released */
-    if (!PyArg_ParseTuple(args, "S", &given)) return NULL;
-    const char *s = PyBytes_AS_STRING(given), *end = s + PyBytes_GET_SIZE(given);
-    Py_ssize_t count = 1, len = PyBytes_GET_SIZE(given); /* 1: the first line's start */
+    Py_ssize_t len = -1;
+    if (!PyArg_ParseTuple(args, "S|n", &given, &len)) return NULL;
+    if (len > PyBytes_GET_SIZE(given)) {
+        PyErr_SetString(PyExc_ValueError, "line_ends: size beyond the data");
+        return NULL;
+    }
+    if (len < 0) len = PyBytes_GET_SIZE(given);
+    const char *s = PyBytes_AS_STRING(given), *end = s + len;
+    Py_ssize_t count = 1; /* 1: the first line's start */
     Py_BEGIN_ALLOW_THREADS
     for (const char *p = s; (p = memchr(p, '\n', end - p)); p++) count++;
     Py_END_ALLOW_THREADS

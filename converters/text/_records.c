@@ -157,8 +157,9 @@ static PyMethodDef methods[] = {
     {"frame", feedgpu_frame, METH_VARARGS,
      "frame(records) -> bytes: the records (bytes) framed as TFRecords, one after another."},
     {"line_ends", feedgpu_line_ends, METH_VARARGS,
-     "line_ends(data) -> bytes: int64 offsets into data (bytes), 0 then each line's end (after "
-     "each newline, and the end of data if its last line has none)."},
+     "line_ends(data, size=-1) -> bytes: int64 offsets into data (bytes), 0 then each line's "
+     "end (after each newline, and the end if its last line has none), of data[:size] (of all "
+     "of data for a negative size)."},
     {"route", feedgpu_route, METH_VARARGS,
      "route(ids, k0, k1, buckets) -> bytes: uint64 SipHash-2-4 of each id (str as UTF-8, or "
      "bytes) under the key (k0, k1), modulo buckets: tf.strings.to_hash_bucket_strong's."},

@@ -9,6 +9,7 @@ seventh session").
 
 from __future__ import annotations
 
+import io
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -53,17 +54,32 @@ class RawLines:
 
 def read_blocks(f: IO[bytes]) -> Iterator[tuple[bytes, Any]]:
     """A file's whole lines, about BLOCK_BYTES at a time: the bytes, and the lines' bounds in
-    them (`RawLines.ends`). The last line may lack its newline; a line longer than a read
-    waits for its end."""
+    them (`RawLines.ends`, which may end before the bytes do). The last line may lack its
+    newline; a line longer than a read waits for its end.
+
+    A plain file's block is the bytes read, whole, and the part line after its last newline
+    is read again with the next block: cut off, each block's bytes were copied once more
+    (8 ms of CPU for a 48 MB corpus, on the thread that reads; benchmarks/RESULTS.md, "Issue
+    29, twelfth session"). A gzip file's (whose seeking back decompresses from its start) is
+    cut off as before."""
     parts: list[Any] = []
+    again = isinstance(f, io.BufferedReader)  # a plain file: seeking back is cheap
     while chunk := f.read(BLOCK_BYTES):
         cut = chunk.rfind(b"\n") + 1
         if not cut:
             parts.append(chunk)
             continue
-        data = b"".join([*parts, memoryview(chunk)[:cut]]) if parts else chunk[:cut]
-        parts = [chunk[cut:]] if cut < len(chunk) else []
-        yield data, line_bounds(data)
+        rest = len(chunk) - cut  # the part line after the last newline
+        if rest and again:
+            f.seek(-rest, io.SEEK_CUR)
+        if parts:
+            data, size = b"".join([*parts, memoryview(chunk)[:cut]]), None
+        elif rest and not again:
+            data, size = chunk[:cut], None
+        else:
+            data, size = chunk, cut
+        parts = [chunk[cut:]] if rest and not again else []
+        yield data, line_bounds(data, size)
     if parts:
         data = b"".join(parts)
         yield data, line_bounds(data)
@@ -77,18 +93,19 @@ def joined(lines: list[bytes]) -> tuple[bytes, Any]:
     return b"".join(lines), ends
 
 
-def line_bounds(data: bytes) -> Any:
-    """Where each line of data starts and the last ends, int64 numpy (lines end after b"\\n",
-    as `readlines` cuts them). By the compiled step where built (memchr; numpy compares and
-    flags every byte): reading a 50 MB corpus into batches took 0.021 CPU-s, 0.027 with
-    numpy (benchmarks/RESULTS.md, "Issue 29, seventh session")."""
+def line_bounds(data: bytes, size: int | None = None) -> Any:
+    """Where each line of data[:size] (of data: size None) starts and the last ends, int64
+    numpy (lines end after b"\\n", as `readlines` cuts them). By the compiled step where built
+    (memchr; numpy compares and flags every byte): reading a 50 MB corpus into batches took
+    0.021 CPU-s, 0.027 with numpy (benchmarks/RESULTS.md, "Issue 29, seventh session")."""
     import numpy as np
 
+    size = len(data) if size is None else size
     step = native_module("_records")
     if step is not None:
-        return np.frombuffer(step.line_ends(data), np.int64)
-    newlines = np.flatnonzero(np.frombuffer(data, np.uint8) == 10) + 1
-    last = [len(data)] if len(data) and (not len(newlines) or newlines[-1] != len(data)) else []
+        return np.frombuffer(step.line_ends(data, size), np.int64)
+    newlines = np.flatnonzero(np.frombuffer(data, np.uint8, size) == 10) + 1
+    last = [size] if size and (not len(newlines) or newlines[-1] != size) else []
     return np.concatenate([[0], newlines, last]).astype(np.int64)
 
 
