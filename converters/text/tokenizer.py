@@ -66,14 +66,13 @@ class TextTokenizer:
         vocab = model.get("vocab")  # WordPiece's and BPE's, as the config holds it: get_vocab
         if not isinstance(vocab, dict):  # makes the same dict again (~1.5 ms a start)
             vocab = hf.get_vocab(with_added_tokens=False)
-        ordered = sorted(vocab.items(), key=operator.itemgetter(1))
-        self._tokens = [token for token, _ in ordered]
+        self._tokens, gapless = _in_id_order(vocab)
         self.fast_capable = (
             self.is_wordpiece
             and normalizer.get("type") == "BertNormalizer"
             and (config.get("pre_tokenizer") or {}).get("type") == "BertPreTokenizer"
             and normalizer.get("strip_accents") in (None, self.lowercase)
-            and all(i == at for at, (_, i) in enumerate(ordered))
+            and gapless
         )
 
     def __getstate__(self) -> dict[str, Any]:
@@ -302,6 +301,16 @@ class TextTokenizer:
             )
             names.append("vocab.txt")
         return names
+
+
+def _in_id_order(vocab: dict[str, int]) -> tuple[list[str], bool]:
+    """A vocabulary's tokens in id order, and whether its ids are 0..n-1 without a gap. HF
+    writes WordPiece's in id order: checked, not sorted (0.5 ms of a start)."""
+    ids = list(vocab.values())
+    if ids == list(range(len(ids))):
+        return list(vocab), True
+    ordered = sorted(vocab.items(), key=operator.itemgetter(1))
+    return [token for token, _ in ordered], [i for _, i in ordered] == list(range(len(ids)))
 
 
 def _bert_post_processor(hf: Any) -> None:
