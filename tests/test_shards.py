@@ -186,6 +186,38 @@ def test_heap_is_frozen_during_a_conversion_and_as_found_after(
     assert dataset_bytes(tmp_path / "a") == dataset_bytes(tmp_path / "b")
 
 
+def test_json_files_are_the_standard_librarys_indented_sorted_text(tmp_path: Path) -> None:
+    """`write_json` (orjson) writes what `json.dumps(indent=2, sort_keys=True,
+    ensure_ascii=False)` does for what feedgpu writes: a converted text dataset's manifest (its
+    length counts, floats, non-ASCII), nested lists and empty containers. A float below 1e-4 is
+    written in another notation (the same value); NaN as null."""
+    import json
+    import math
+
+    import feedgpu
+    from feedgpu import storage
+
+    out = tmp_path / "ds"
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"text": f"éte {'mot ' * i}"}) + "\n" for i in range(40)))
+    feedgpu.convert_text(
+        str(corpus), str(out), feedgpu.TextOptions(tokenizer="train:wordpiece:200"), quiet=True
+    )
+    manifest = json.loads((out / "feedgpu.json").read_text())
+    lengths, summary = manifest["text"]["length_counts"], manifest["statistics"]["example_length"]
+    assert summary["count"] == sum(n for _, n in lengths) == manifest["text"]["documents"] == 40
+    assert summary["sum"] == sum(length * n for length, n in lengths)
+    assert (summary["min"], summary["max"]) == (lengths[0][0], lengths[-1][0])
+    assert len(lengths) > 1 and len(summary["hist"]) > 1
+    extra = {"zé": [[1, 2.5], [], {}], "a": {"b": [0.1, 0.0003, 123456789.25, -3, True, None]}}
+    for obj in (manifest, extra):
+        storage.write_json(str(tmp_path / "x.json"), obj)
+        text = (tmp_path / "x.json").read_text(encoding="utf-8")
+        assert text == json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    storage.write_json(str(tmp_path / "x.json"), {"mean": math.nan, "rate": 1e-07})
+    assert json.loads((tmp_path / "x.json").read_text()) == {"mean": None, "rate": 1e-07}
+
+
 def test_an_atomic_write_that_fails_leaves_no_temporary_and_names_are_the_writer_s(
     tmp_path: Path,
 ) -> None:
