@@ -656,6 +656,8 @@ def test_line_bounds_are_where_readlines_cuts(
     rng = np.random.default_rng(14)
     cases = [b"", b"a", b"\n", b"\n\n", b"a\r\nb\rc", b"x\ny\n"]
     cases += [rng.choice([10, 13, 97, 0, 255], int(n)).astype(np.uint8).tobytes() for n in (9, 500)]
+    cases += [b"\n" * 5000, b"a" * 63 + b"\n" + b"b" * 64 + b"\n" + b"c" * 200]  # 64-byte steps
+    cases += [rng.choice([10] + [97] * 99, 20_000).astype(np.uint8).tobytes()]
     for data in cases:
         lines = io.BytesIO(data).readlines()
         expected = list(itertools.accumulate(map(len, lines), initial=0))
