@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import random
 import shutil
+from typing import IO
 
 
 def _generate(args: tuple[str, int, int, int]) -> int:
@@ -98,7 +99,11 @@ def _real_text(rng: random.Random, vocab: list[str], weights: list[float], words
 
 
 def make_corpus(folder: str, megabytes: float, seed: int = 0, length: str = "medium") -> list[str]:
-    """JSONL files of documents with Zipf-distributed synthetic words and lognormal lengths."""
+    """JSONL files of documents with Zipf-distributed synthetic words and lognormal lengths,
+    each on disk before it is closed: a corpus at rest, as a user's is. Left to the kernel's
+    writeback, a 50 MB corpus was written out during a benchmark's first round, on the cores
+    the contenders run on (every contender's first-round rate the lowest: benchmarks/
+    RESULTS.md, "Issue 29, twelfth session")."""
     rng = random.Random(seed)
     letters = "etaoinshrdlcumwfgypbvkjxqz"
     vocab = [
@@ -122,10 +127,16 @@ def make_corpus(folder: str, megabytes: float, seed: int = 0, length: str = "med
         size += len(line)
         if size > (part + 1) * target / 8:
             part += 1
-            out.close()
+            _close_synced(out)
             out = open(os.path.join(folder, f"part-{part:03d}.jsonl"), "w", encoding="utf-8")  # noqa: SIM115
-    out.close()
+    _close_synced(out)
     return docs
+
+
+def _close_synced(f: IO[str]) -> None:
+    f.flush()
+    os.fsync(f.fileno())
+    f.close()
 
 
 def train_tokenizer(spec: str, sample: list[str], out_dir: str) -> None:
