@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import tempfile
@@ -229,11 +230,37 @@ def walk_files(root: str) -> list[tuple[str, int, int]]:
 
 
 def write_json(path: str, obj: Any, *, durable: bool = False) -> None:
-    """Deterministic, readable JSON (two-space indents, sorted keys, UTF-8 as it is, a final
-    newline), written atomically. By orjson: the standard library's encoder is its pure-Python
-    one once asked to indent, 2.3 ms for a text dataset's 70 KB manifest at a conversion's end
-    while both cores wait (orjson 0.05 ms, the same bytes; benchmarks/RESULTS.md, "Issue 29,
-    twelfth session"). JSON has no NaN or infinity: such a float is written null."""
-    indented = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
-    text = orjson.dumps(obj, option=indented | orjson.OPT_NON_STR_KEYS)
+    """Deterministic, readable JSON, written atomically: the text of `json.dumps(obj,
+    indent=2, sort_keys=True, ensure_ascii=False)` and a newline. Made by orjson with each
+    float (and int beyond 64 bits) as the standard library writes it (`_as_python`): the
+    standard library's encoder is its pure-Python one once asked to indent, 2.5 ms for a text
+    dataset's 70 KB manifest at a conversion's end while both cores wait, this 0.75
+    (benchmarks/RESULTS.md, "Issue 29, twelfth session"). What orjson would write otherwise
+    (a key not a str, a type of another library) goes to the standard library."""
+    try:
+        options = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
+        text = orjson.dumps(_as_python(obj), option=options)
+    except (TypeError, orjson.JSONEncodeError):  # its own error, if any, is json's to raise
+        text = (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
     write_atomic(path, text, durable=durable)
+
+
+def _as_python(value: Any) -> Any:
+    """value for orjson to write as the standard library would: floats (1e-05, NaN, which
+    orjson writes 0.00001 and null) and ints beyond 64 bits (which it refuses) as the
+    standard library's text. Raises TypeError for anything but str-keyed dicts, lists,
+    tuples, str, int, float, bool and None (subclasses too)."""
+    kind = type(value)
+    if kind is dict:
+        if not all(type(key) is str for key in value):
+            raise TypeError("a key not a str")
+        return {key: _as_python(item) for key, item in value.items()}
+    if kind is list or kind is tuple:
+        return [_as_python(item) for item in value]
+    if kind is int:
+        return value if -(1 << 63) <= value < 1 << 64 else orjson.Fragment(str(value))
+    if kind is float:
+        return orjson.Fragment(json.dumps(value))
+    if value is None or kind is bool or kind is str:
+        return value
+    raise TypeError(f"{kind.__name__} is left to json")

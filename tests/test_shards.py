@@ -187,12 +187,15 @@ def test_heap_is_frozen_during_a_conversion_and_as_found_after(
 
 
 def test_json_files_are_the_standard_librarys_indented_sorted_text(tmp_path: Path) -> None:
-    """`write_json` (orjson) writes what `json.dumps(indent=2, sort_keys=True,
-    ensure_ascii=False)` does for what feedgpu writes: a converted text dataset's manifest (its
-    length counts, floats, non-ASCII), nested lists and empty containers. A float below 1e-4 is
-    written in another notation (the same value); NaN as null."""
+    """`write_json` (by orjson) writes the text of `json.dumps(indent=2, sort_keys=True,
+    ensure_ascii=False)`: for a converted text dataset's manifest (its length counts, and the
+    statistics the stage gives agree with them), floats orjson writes otherwise (1e-05, NaN,
+    1e16), ints beyond 64 bits, escapes, empty containers; and what orjson would not write
+    alike (int keys, sorted as numbers; numpy floats) by the standard library itself."""
     import json
     import math
+
+    import numpy as np
 
     import feedgpu
     from feedgpu import storage
@@ -209,13 +212,16 @@ def test_json_files_are_the_standard_librarys_indented_sorted_text(tmp_path: Pat
     assert summary["sum"] == sum(length * n for length, n in lengths)
     assert (summary["min"], summary["max"]) == (lengths[0][0], lengths[-1][0])
     assert len(lengths) > 1 and len(summary["hist"]) > 1
-    extra = {"zé": [[1, 2.5], [], {}], "a": {"b": [0.1, 0.0003, 123456789.25, -3, True, None]}}
-    for obj in (manifest, extra):
+    floats = [0.1, 6e-06, 1e-05, 1e16, 2.5e-07, 123456789.25, math.nan, -math.inf, -0.0]
+    extra = {
+        "zé": [[1, 2.5], [], {}, ()],
+        "a": {"b": [*floats, -3, 2**64, -(2**63) - 1, 2**64 - 1, True, None]},
+        "text": ["".join(map(chr, range(0, 0x3000, 7))), '\x7f\u2028\ufeff"\\/\U0001f600'],
+    }
+    for obj in (manifest, extra, {"n": {10: 1, 9: 2}}, {"x": [np.float64(0.5)]}):
         storage.write_json(str(tmp_path / "x.json"), obj)
         text = (tmp_path / "x.json").read_text(encoding="utf-8")
         assert text == json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    storage.write_json(str(tmp_path / "x.json"), {"mean": math.nan, "rate": 1e-07})
-    assert json.loads((tmp_path / "x.json").read_text()) == {"mean": None, "rate": 1e-07}
 
 
 def test_an_atomic_write_that_fails_leaves_no_temporary_and_names_are_the_writer_s(
