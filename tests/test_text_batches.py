@@ -74,6 +74,28 @@ def test_blocks_hold_a_files_lines_as_readlines_cuts_them_plain_or_gzipped(tmp_p
             assert any(longer) == (name == "a.jsonl" and block > 1), (name, block)
 
 
+def test_a_pipes_blocks_are_cut_not_read_again(tmp_path: Path) -> None:
+    """A named pipe given as a corpus file (not seekable): every line read, in order."""
+    import os
+    import threading
+
+    fifo = tmp_path / "c.jsonl"
+    os.mkfifo(fifo)
+    lines = [b"%d %s\n" % (i, b"w" * (i % 97)) for i in range(3000)]
+
+    def write() -> None:
+        with open(fifo, "wb") as f:
+            f.write(b"".join(lines))
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    with pytest.MonkeyPatch.context() as patch, open(fifo, "rb") as f:
+        patch.setattr(raw_lines, "BLOCK_BYTES", 1000)
+        blocks = list(raw_lines.read_blocks(f))
+    writer.join()
+    assert [b[s:e] for b, ends in blocks for s, e in itertools.pairwise(ends)] == lines
+
+
 def test_unlabelled_lines_and_documents_never_share_a_batch(tmp_path: Path) -> None:
     """A .txt file between JSONL files: its documents are batched apart, in reading order,
     and documents of a hash-split corpus get their splits on the parsing thread."""

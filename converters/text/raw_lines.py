@@ -60,10 +60,10 @@ def read_blocks(f: IO[bytes]) -> Iterator[tuple[bytes, Any]]:
     A plain file's block is the bytes read, whole, and the part line after its last newline
     is read again with the next block: cut off, each block's bytes were copied once more
     (8 ms of CPU for a 48 MB corpus, on the thread that reads; benchmarks/RESULTS.md, "Issue
-    29, twelfth session"). A gzip file's (whose seeking back decompresses from its start) is
-    cut off as before."""
+    29, twelfth session"). A gzip file's (whose seeking back decompresses from its start) and
+    a pipe's are cut off as before."""
     parts: list[Any] = []
-    again = isinstance(f, io.BufferedReader)  # a plain file: seeking back is cheap
+    again = isinstance(f, io.BufferedReader) and f.seekable()  # a plain file, not a pipe
     while chunk := f.read(BLOCK_BYTES):
         cut = chunk.rfind(b"\n") + 1
         if not cut:
@@ -96,8 +96,9 @@ def joined(lines: list[bytes]) -> tuple[bytes, Any]:
 def line_bounds(data: bytes, size: int | None = None) -> Any:
     """Where each line of data[:size] (of data: size None) starts and the last ends, int64
     numpy (lines end after b"\\n", as `readlines` cuts them). By the compiled step where built
-    (memchr; numpy compares and flags every byte): reading a 50 MB corpus into batches took
-    0.021 CPU-s, 0.027 with numpy (benchmarks/RESULTS.md, "Issue 29, seventh session")."""
+    (64 bytes a step; numpy compares and flags every byte): reading a 50 MB corpus into
+    batches took 0.021 CPU-s by memchr, 0.027 with numpy (benchmarks/RESULTS.md, "Issue 29,
+    seventh session")."""
     import numpy as np
 
     size = len(data) if size is None else size
