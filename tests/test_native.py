@@ -657,6 +657,7 @@ def test_line_bounds_are_where_readlines_cuts(
     cases = [b"", b"a", b"\n", b"\n\n", b"a\r\nb\rc", b"x\ny\n"]
     cases += [rng.choice([10, 13, 97, 0, 255], int(n)).astype(np.uint8).tobytes() for n in (9, 500)]
     cases += [b"\n" * 5000, b"a" * 63 + b"\n" + b"b" * 64 + b"\n" + b"c" * 200]  # 64-byte steps
+    cases += [b"x" * 3000 + b"\n" + b"y" * 700 + b"\nz\n" + b"w" * 257]  # long lines: memchr
     cases += [rng.choice([10] + [97] * 99, 20_000).astype(np.uint8).tobytes()]
     for data in cases:
         lines = io.BytesIO(data).readlines()

@@ -58,13 +58,17 @@ static inline uint64_t newlines_64(const char *p) {
 }
 #endif
 
+#define LONG_RUN 4
+
 /* Each newline's end in s[0:len] (the offset after it) into a growing buffer at *out (room
  * for *cap; NULL: none yet); how many, or -1 out of memory. One pass of 64 bytes a step,
- * each step's newlines by their bits: a call of memchr a line (twice: counted, then put)
- * took 17.7 ms of a 48 MB corpus of short documents' reading, this ~2 (benchmarks/
- * RESULTS.md, "Issue 29, twelfth session"). */
+ * each step's newlines by their bits, and memchr to the next newline after LONG_RUN steps
+ * without one (glibc's is twice as fast over a long line). A call of memchr a line (twice:
+ * counted, then put) took 17.7 ms of a 48 MB corpus of short documents' reading, this ~2
+ * (benchmarks/RESULTS.md, "Issue 29, twelfth session"). */
 static Py_ssize_t newline_ends(const char *s, Py_ssize_t len, int64_t **out, Py_ssize_t *cap) {
     Py_ssize_t n = 0, i = 0;
+    int empty = 0; /* steps in a row without a newline: past LONG_RUN, memchr skips ahead */
     for (;;) {
         if (*cap - n < 64) { /* a step puts at most 64 */
             Py_ssize_t more = *cap * 2 + 1024;
@@ -73,12 +77,14 @@ static Py_ssize_t newline_ends(const char *s, Py_ssize_t len, int64_t **out, Py_
             *out = grown, *cap = more;
         }
 #if defined(__SSE2__)
-        if (len - i >= 64) {
-            for (uint64_t m = newlines_64(s + i); m; m &= m - 1)
-                (*out)[n++] = i + __builtin_ctzll(m) + 1;
+        if (len - i >= 64 && empty < LONG_RUN) {
+            uint64_t m = newlines_64(s + i);
+            empty = m ? 0 : empty + 1;
+            for (; m; m &= m - 1) (*out)[n++] = i + __builtin_ctzll(m) + 1;
             i += 64;
             continue;
         }
+        empty = 0;
 #endif
         const char *p = memchr(s + i, '\n', (size_t)(len - i));
         if (!p) return n;
