@@ -151,8 +151,9 @@ class ChunkWriter:
                 self.documents[key] += docs
                 self.doc_tokens[key] += tokens
                 self.unknown[key] += unknown
-        # A shard's counts at once (a mapping's update: C's, into an empty Counter), not one
-        # length at a time: 6 shards of ~1,500 lengths took 2.0 ms, now 0.5, at a chunk's end.
+        # A shard's counts at once (a mapping's update: C's where its Counter is still empty,
+        # as in a batch of one-example documents), not one length at a time: 6 shards of
+        # ~1,500 lengths took 2.0 ms, now 0.5, at a chunk's end.
         for i in np.flatnonzero(self._histogram.any(axis=1)).tolist():
             row = self._histogram[i]
             stored = np.flatnonzero(row)

@@ -48,7 +48,8 @@ class ShardBody(Protocol):
     """Writes one shard's records; picklable, so a pool or Beam worker can run it."""
 
     def __call__(self, task: ShardTask, out: Writable, progress: Progress | None) -> ShardResult:
-        """Write task's records to out; their count, bytes, skips and statistics."""
+        """Write task's records to out; their count, bytes, skips and statistics (none where
+        the stage gives the whole run's: `StageOutput.statistics`)."""
         ...
 
 
