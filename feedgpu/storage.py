@@ -15,8 +15,6 @@ import tempfile
 import uuid
 from typing import IO, Any
 
-import orjson
-
 from feedgpu.errors import UsageError
 
 
@@ -237,30 +235,32 @@ def write_json(path: str, obj: Any, *, durable: bool = False) -> None:
     dataset's 70 KB manifest at a conversion's end while both cores wait, this 0.75
     (benchmarks/RESULTS.md, "Issue 29, twelfth session"). What orjson would write otherwise
     (a key not a str, a type of another library) goes to the standard library."""
+    import orjson  # here: ~8 ms at import, which a reader of datasets never needs
+
     try:
         options = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
-        text = orjson.dumps(_as_python(obj), option=options)
+        text = orjson.dumps(_as_python(obj, orjson.Fragment), option=options)
     except (TypeError, orjson.JSONEncodeError):  # its own error, if any, is json's to raise
         text = (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
     write_atomic(path, text, durable=durable)
 
 
-def _as_python(value: Any) -> Any:
+def _as_python(value: Any, fragment: Any) -> Any:
     """value for orjson to write as the standard library would: floats (1e-05, NaN, which
     orjson writes 0.00001 and null) and ints beyond 64 bits (which it refuses) as the
     standard library's text. Raises TypeError for anything but str-keyed dicts, lists,
-    tuples, str, int, float, bool and None (subclasses too)."""
+    tuples, str, int, float, bool and None (subclasses too). fragment: `orjson.Fragment`."""
     kind = type(value)
     if kind is dict:
         if not all(type(key) is str for key in value):
             raise TypeError("a key not a str")
-        return {key: _as_python(item) for key, item in value.items()}
+        return {key: _as_python(item, fragment) for key, item in value.items()}
     if kind is list or kind is tuple:
-        return [_as_python(item) for item in value]
+        return [_as_python(item, fragment) for item in value]
     if kind is int:
-        return value if -(1 << 63) <= value < 1 << 64 else orjson.Fragment(str(value))
+        return value if -(1 << 63) <= value < 1 << 64 else fragment(str(value))
     if kind is float:
-        return orjson.Fragment(json.dumps(value))
+        return fragment(json.dumps(value))
     if value is None or kind is bool or kind is str:
         return value
     raise TypeError(f"{kind.__name__} is left to json")
