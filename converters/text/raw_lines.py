@@ -57,11 +57,11 @@ def read_blocks(f: IO[bytes]) -> Iterator[tuple[bytes, Any]]:
     them (`RawLines.ends`, which may end before the bytes do). The last line may lack its
     newline; a line longer than a read waits for its end.
 
-    A plain file's block is the bytes read, whole, and the part line after its last newline
-    is read again with the next block: cut off, each block's bytes were copied once more
-    (8 ms of CPU for a 48 MB corpus, on the thread that reads; benchmarks/RESULTS.md, "Issue
-    29, twelfth session"). A gzip file's (whose seeking back decompresses from its start) and
-    a pipe's are cut off as before."""
+    A block is the bytes read, whole: cut at its last newline, each block's bytes were copied
+    once more (reading a 48 MB corpus into blocks 26.7 -> 12 ms of the reading thread's CPU;
+    benchmarks/RESULTS.md, "Issue 29, twelfth session"). A plain file's part line after it is
+    read again with the next block; a gzip file's (whose seeking back decompresses from its
+    start) and a pipe's are joined to the next read."""
     parts: list[Any] = []
     again = isinstance(f, io.BufferedReader) and f.seekable()  # a plain file, not a pipe
     while chunk := f.read(BLOCK_BYTES):
@@ -69,16 +69,16 @@ def read_blocks(f: IO[bytes]) -> Iterator[tuple[bytes, Any]]:
         if not cut:
             parts.append(chunk)
             continue
-        rest = len(chunk) - cut  # the part line after the last newline
-        if rest and again:
-            f.seek(-rest, io.SEEK_CUR)
-        if parts:
+        if parts:  # a line longer than the reads before it
             data, size = b"".join([*parts, memoryview(chunk)[:cut]]), None
-        elif rest and not again:
-            data, size = chunk[:cut], None
         else:
             data, size = chunk, cut
-        parts = [chunk[cut:]] if rest and not again else []
+        parts = []
+        if cut < len(chunk):
+            if again:
+                f.seek(cut - len(chunk), io.SEEK_CUR)
+            else:
+                parts = [chunk[cut:]]
         yield data, line_bounds(data, size)
     if parts:
         data = b"".join(parts)
