@@ -18,11 +18,6 @@
 
 #include "_varints.h"
 
-unsigned char *feedgpu_put_ids(unsigned char *p, const int64_t *v, Py_ssize_t n, int64_t unk,
-                               int64_t *hits) {
-    return put_ids(p, v, n, 1, unk, hits);
-}
-
 static Py_ssize_t entry_size(Py_ssize_t key, Py_ssize_t feature) {
     Py_ssize_t entry = 2 + key + 1 + vsize((uint64_t)feature) + feature;
     return 1 + vsize((uint64_t)entry) + entry;

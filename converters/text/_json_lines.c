@@ -136,9 +136,10 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
      * its faults 6% of a short-document conversion (benchmarks/RESULTS.md, "Issue 29,
      * seventh session"). */
     /* With varints: one document's ids at a time, and room for the varints of one id a byte
-     * (each id's bytes at most those of the largest id, or unk). */
+     * (each id's bytes at most those of the largest id the step writes: the vocabulary's, or
+     * its unknown id; the caller's unk is only counted). */
     Py_ssize_t widest = vsize((uint64_t)(v->size > 0 ? v->size - 1 : 0));
-    if (vsize((uint64_t)unk) > widest) widest = vsize((uint64_t)unk);
+    if (vsize((uint64_t)v->unk) > widest) widest = vsize((uint64_t)v->unk);
     scratch = PyMem_Malloc(((varints ? longest_text : texts) + 1) * sizeof(int64_t));
     if (varints) {
         room = PyMem_Malloc(texts * widest + 1);

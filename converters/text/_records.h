@@ -44,10 +44,6 @@ static inline Py_ssize_t own(const Job *job, Py_ssize_t d) {
  * the record (plans[r].size bytes) at job->out[r]. */
 Py_ssize_t feedgpu_specials_bytes(const Job *job);
 void feedgpu_plan_record(const Job *job, Py_ssize_t r);
-/* ids' varints at p; past them. It may write one byte more (into what follows: room for it).
- * Adds the count of ids equal to unk to *hits (shard_records' varints pass). */
-unsigned char *feedgpu_put_ids(unsigned char *p, const int64_t *v, Py_ssize_t n, int64_t unk,
-                               int64_t *hits);
 void feedgpu_write_record(const Job *job, Py_ssize_t r);
 /* What a job's arrays hold freed (PyMem_Free; NULL ones too). */
 void feedgpu_job_free(Job *job);

@@ -18,6 +18,7 @@
 #endif
 
 #include "_int64s.h"
+#include "_varints.h"
 
 /* Each record's first document, and one past the last; the record count. blocks.cut_blocks's
  * rule for one split: per_record documents each, or with per_record 0 the documents that start
@@ -148,7 +149,7 @@ static Py_ssize_t arrange(Job *job, Batch *b) {
             at += size;
         } else {
             const int64_t *ids = job->ids + at;
-            o = feedgpu_put_ids(o, ids, kept, b->unk, &hits);
+            o = put_ids(o, ids, kept, 1, b->unk, &hits);
             for (Py_ssize_t k = kept; k < n; k++) hits += ids[k] == b->unk; /* truncated */
             b->varint_end[i] = o - varints;
             at += n;
