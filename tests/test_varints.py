@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import word_files
 from test_native import _hf, _step, _texts, _vocab
 
 from feedgpu.converters.text.native import NO_NATIVE_ENV
@@ -194,3 +195,30 @@ def test_batches_of_varints_and_of_ids_convert_as_without_the_steps(
     stats = [read_manifest(str(out)).to_json()["text"] for out in outs]
     assert stats[0] == stats[1]
     assert max(int(n) for n, _ in stats[0]["length_counts"]) == 24  # some cut to max_length
+
+
+def test_a_batch_whose_left_lines_are_all_skipped_stays_varints(
+    module: Any, records: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A malformed line (left to Python, then skipped) leaves no text to insert: its batch's
+    ids stay varints, not decoded to int64."""
+    from feedgpu import read_manifest
+    from feedgpu.converters.text import framed
+    from feedgpu.converters.text.convert import TextOptions, convert_text
+
+    src, vocab = word_files(tmp_path, 5, 400, files=1)
+    part = src / "part-0.jsonl"
+    lines = part.read_text().splitlines()
+    lines[100] = "{broken"
+    part.write_text("\n".join(lines) + "\n")
+    kinds: list[str] = []
+    real = framed.shard_records
+
+    def spied(builder, values, *args):
+        kinds.append("varints" if isinstance(values, Varints) else "ids")
+        return real(builder, values, *args)
+
+    monkeypatch.setattr(framed, "shard_records", spied)
+    convert_text(str(src), str(tmp_path / "out"), TextOptions(tokenizer=str(vocab)), quiet=True)
+    assert kinds and set(kinds) == {"varints"}, kinds
+    assert read_manifest(str(tmp_path / "out")).num_skipped == 1

@@ -195,10 +195,10 @@ class Batch:
         values, lengths, taken, left = found
         lines: Any = taken
         skips: list[Skip] = []
-        if len(left) and isinstance(values, Varints):  # their ids are inserted as int64
-            values = values.ids()
         if len(left):
             skips, kept = _parse_left(raw, start, left.tolist(), read)
+            if kept and isinstance(values, Varints):  # their ids are inserted as int64
+                values = values.ids()
             at = np.searchsorted(taken, [line for line, _, _ in kept]).astype(np.int64)
             lines = np.insert(taken, at, [line for line, _, _ in kept])
             lengths = np.insert(lengths, at, 0)
