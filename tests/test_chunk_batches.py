@@ -15,7 +15,7 @@ from conftest import word_files
 
 from feedgpu.converters.listing import SourceFile
 from feedgpu.converters.text import batches as text_batches
-from feedgpu.converters.text import chunk_batches
+from feedgpu.converters.text import chunk_batches, raw_lines
 from feedgpu.converters.text.batch_records import BatchRecords
 from feedgpu.converters.text.batches import Batch, Labels, iter_batches
 from feedgpu.converters.text.chunk_batches import ChunkBatches, run_batches
@@ -280,8 +280,8 @@ def test_batches_are_smaller_at_the_runs_two_ends_by_the_bytes_alone(
     (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
     monkeypatch.setattr(text_batches, "BATCH_CHARS", 16000)
     monkeypatch.setattr(text_batches, "EDGE_CHARS", 2000)
-    path = str(tmp_path / "a.jsonl")
-    source = TextSource(SourceFile("a.jsonl", path, 0, 0), None, None)
+    path = tmp_path / "a.jsonl"
+    source = TextSource(SourceFile("a.jsonl", str(path), path.stat().st_size, 0), None, None)
     labels, read = Labels({"train": 1.0}, {}), text_batches.ReadOptions()
 
     def sizes(first: bool, last: bool) -> list[int]:
@@ -294,11 +294,15 @@ def test_batches_are_smaller_at_the_runs_two_ends_by_the_bytes_alone(
     assert all(16000 <= s < 16100 for s in middle[:-1])
     assert [s // 1000 for s in first[:4]] == [2, 4, 8, 16]  # an eighth, a quarter, a half
     left = total
-    for size in last:  # a third of what is left, but EDGE_CHARS at least
-        assert size < max(2000, min(16000, left // 3)) + 100
+    for size in last[:-1]:  # a third of what is left, but EDGE_CHARS at least
+        assert max(2000, min(16000, left // 3)) <= size < max(2000, min(16000, left // 3)) + 100
         left -= size
-    assert max(last[-4:]) < 2100 and len(last) > len(middle)
-    assert sizes(True, True) == sizes(True, True)  # the bytes alone decide
+    assert max(last[-3:]) < 2100 and len(last) > len(middle)
+    both = sizes(True, True)  # a run of one chunk: both ends
+    assert [s // 1000 for s in both[:3]] == [2, 4, 8] and max(both[-3:]) < 2100
+    assert sum(both) == total
+    monkeypatch.setattr(raw_lines, "BLOCK_BYTES", 1000)  # however the file is read
+    assert sizes(True, True) == both  # the bytes alone decide
 
 
 def test_the_parity_check_starts_once_the_first_batch_is_written(
