@@ -73,6 +73,7 @@ def stages(src: str, vocab: str, out: str) -> tuple[dict[str, float], float, int
     from feedgpu.converters.text.blocks import choose_per_record
     from feedgpu.converters.text.convert import _mean_ids
     from feedgpu.converters.text.examples import ExampleBuilder
+    from feedgpu.converters.text.framed import varints_unk
     from feedgpu.converters.text.options import TextOptions
     from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
 
@@ -84,13 +85,14 @@ def stages(src: str, vocab: str, out: str) -> tuple[dict[str, float], float, int
     raw = [b.raw for b in batches]
     line_ids = tok.line_ids(read.text_field)  # None where the compiled step is not built
 
+    framing = ExampleBuilder([2], [3], None, tok.unk_id, False, 1)  # unlabelled, as below
+
     def parse(fused: bool) -> list[Batch]:
         parsed = []
         for lines in raw:
             batch = Batch(raw=list(lines))
             # As a conversion asks: ids as varints where the records are framed from them.
-            splits = {split for *_, split in lines}
-            unk = tok.unk_id if fused and len(splits) == 1 and None not in splits else None
+            unk = varints_unk(framing, batch) if fused else None
             batch.parse(read, labels.fractions, False, line_ids if fused else None, unk)
             parsed.append(batch)
         return parsed

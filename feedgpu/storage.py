@@ -240,7 +240,7 @@ def write_json(path: str, obj: Any, *, durable: bool = False) -> None:
     try:
         options = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
         text = orjson.dumps(_as_python(obj, orjson.Fragment), option=options)
-    except (TypeError, orjson.JSONEncodeError):  # its own error, if any, is json's to raise
+    except TypeError:  # orjson.JSONEncodeError is one; its own error, if any, is json's to raise
         text = (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
     write_atomic(path, text, durable=durable)
 

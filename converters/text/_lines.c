@@ -63,8 +63,9 @@ static inline uint64_t newlines_64(const char *p) {
 /* Each newline's end in s[0:len] (the offset after it) into a growing buffer at *out (room
  * for *cap; NULL: none yet); how many, or -1 out of memory. One pass of 64 bytes a step,
  * each step's newlines by their bits, and memchr to the next newline after LONG_RUN steps
- * without one (glibc's is twice as fast over a long line). A call of memchr a line (twice:
- * counted, then put) took 17.7 ms of a 48 MB corpus of short documents' reading, this ~2
+ * without one (glibc's is twice as fast over a long line). With a call of memchr a line
+ * (twice: counted, then put), reading a 48 MB corpus of short documents took 21.3 ms of the
+ * reading thread, this way 16.1; a 1 MB block of ~20-byte lines 879 us, now 232
  * (benchmarks/RESULTS.md, "Issue 29, twelfth session"). */
 static Py_ssize_t newline_ends(const char *s, Py_ssize_t len, int64_t **out, Py_ssize_t *cap) {
     Py_ssize_t n = 0, i = 0;

@@ -3,9 +3,10 @@ in order; and while a chunk's last batches are tokenized, the next chunk's read 
 
 Chunk by chunk, each chunk's end left a core idle: its last batch tokenized on one thread while
 the other waited, then its pool of threads started again and its first batch read before any
-thread had work (~6 ms of a 32 MB chunk's ~0.2 s: benchmarks/RESULTS.md, "Issue 29, eleventh
-session"). A chunk is still written whole before the next: only reading and tokenizing run
-ahead, so the shards' bytes and the chunks' markers are those of one chunk at a time.
+thread had work (4.5 and 7.2 ms idle on the two threads at a 48 MB corpus's one chunk
+boundary, of ~0.35 s: benchmarks/RESULTS.md, "Issue 29, eleventh session"). A chunk is still
+written whole before the next: only reading and tokenizing run ahead, so the shards' bytes and
+the chunks' markers are those of one chunk at a time.
 """
 
 from __future__ import annotations
@@ -98,9 +99,10 @@ def run_batches(
     ahead: Callable[[], ChunkBatches | None] | None = None,
 ) -> ChunkBatches | None:
     """Every batch of current read, submitted and emitted in order (emit: a batch and its
-    result), at most limit in flight; once current is read, the next chunk's (ahead() starts
-    its reading, or None: no next chunk to read) are read and submitted too, within the same
-    limit. The next chunk's reading, if begun.
+    result), at most limit + 1 in flight (one is read before the first is waited for); once
+    current is read, the next chunk's (ahead() starts its reading, or None: no next chunk to
+    read) are read and submitted too, within the same limit. The next chunk's reading, if
+    begun.
 
     Raises:
         InputError: --strict: current's first skip (every batch before it emitted); any
