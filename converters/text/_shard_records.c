@@ -141,14 +141,15 @@ static Py_ssize_t arrange(Job *job, Batch *b) {
     for (Py_ssize_t i = 0, at = 0; i < job->docs; i++) {
         Py_ssize_t n = b->lengths[i], kept = b->budget >= 0 && n > b->budget ? b->budget : n;
         int64_t hits = 0;
-        b->varint_at[i] = b->vbytes ? at : o - varints;
-        if (b->vbytes) {
+        if (b->vbytes) { /* at: in the given bytes */
             Py_ssize_t size = b->vbytes[i];
+            b->varint_at[i] = at;
             b->varint_end[i] = at + (kept < n ? varint_bytes(varints + at, kept, size) : size);
             hits = b->unknown_in[i];
             at += size;
-        } else {
+        } else { /* at: in the ids */
             const int64_t *ids = job->ids + at;
+            b->varint_at[i] = o - varints;
             o = put_ids(o, ids, kept, 1, b->unk, &hits);
             for (Py_ssize_t k = kept; k < n; k++) hits += ids[k] == b->unk; /* truncated */
             b->varint_end[i] = o - varints;
