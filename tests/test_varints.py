@@ -17,21 +17,13 @@ from test_native import _hf, _step, _texts, _vocab
 
 from feedgpu.converters.text.native import NO_NATIVE_ENV
 from feedgpu.converters.text.plain_wordpiece import Varints
-
-
-def varint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append(v & 0x7F | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+from feedgpu.format.records import encode_varints
 
 
 def as_varints(values: Any, lengths: Any, unk: int) -> Varints:
     """Documents' ids as the JSON-lines step writes them, made here one by one."""
     docs = np.split(np.asarray(values), np.cumsum(lengths)[:-1]) if len(lengths) else []
-    encoded = [b"".join(varint(int(i)) for i in doc) for doc in docs]
+    encoded = [encode_varints(doc.tolist()) for doc in docs]
     return Varints(
         b"".join(encoded),
         np.array([len(e) for e in encoded], np.int64),
@@ -81,8 +73,8 @@ def test_json_lines_step_writes_each_documents_ids_as_varints(module: Any, size:
     assert found.data == want.data and found.ids().tolist() == values.tolist()
     assert found.sizes.tolist() == want.sizes.tolist()
     assert found.unknown.tolist() == want.unknown.tolist() and found.unknown.sum() > 0
-    widest = len(varint(size - 1))  # ids of every width the vocabulary has are written
-    assert {len(varint(int(i))) for i in values} == set(range(1, widest + 1))
+    widest = len(encode_varints([size - 1]))  # ids of every width the vocabulary has are written
+    assert {len(encode_varints([int(i)])) for i in values} == set(range(1, widest + 1))
 
 
 @pytest.mark.parametrize("per_record", [None, 1])

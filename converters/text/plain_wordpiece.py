@@ -22,6 +22,7 @@ from typing import Any
 
 from feedgpu.converters.text.char_table import CharTable, Entry
 from feedgpu.converters.text.examples import per_text_ids, splice_ids
+from feedgpu.format.records import packed_varints
 
 # A run of JSON lines parsed and tokenized at once (`PlainWordPiece.lines_of`, its field and
 # triggers given), from bytes and their lines' bounds (line i is data[ends[i]:ends[i + 1]],
@@ -48,14 +49,7 @@ class Varints:
         """The ids, int64 numpy (for a batch that takes another path after all)."""
         import numpy as np
 
-        raw = np.frombuffer(self.data, np.uint8)
-        if not len(raw):
-            return np.zeros(0, np.int64)
-        ends = np.flatnonzero(raw < 0x80)  # each varint's last byte
-        starts = np.concatenate([[0], ends[:-1] + 1])
-        shift = 7 * (np.arange(len(raw)) - np.repeat(starts, ends - starts + 1))
-        parts = (raw & 0x7F).astype(np.uint64) << shift.astype(np.uint64)
-        return np.add.reduceat(parts, starts).astype(np.int64)
+        return packed_varints(self.data).astype(np.int64)
 
     @staticmethod
     def join(parts: Sequence[Varints]) -> Varints:

@@ -203,6 +203,15 @@ def _decode_list(kind: int, body: bytes) -> list[bytes] | list[int] | list[float
 def _packed_varints(data: bytes) -> list[int]:
     """A packed list's varints (unsigned), all at once: a text record holds thousands, which
     `_read_varint` took milliseconds to read one by one."""
+    return cast(list[int], packed_varints(data).tolist())
+
+
+def packed_varints(data: bytes) -> Any:
+    """Packed varints' values, uint64 numpy.
+
+    Raises:
+        ValueError: the last is cut short, or one is past 64 bits.
+    """
     import numpy as np
 
     raw = np.frombuffer(data, np.uint8)
@@ -218,7 +227,7 @@ def _packed_varints(data: bytes) -> list[int]:
     for k in range(int(widths.max()) if len(widths) else 0):
         longer = widths > k
         values[longer] |= low[starts[longer] + k] << np.uint64(7 * k)
-    return cast(list[int], values.tolist())
+    return values
 
 
 def decode_example(data: bytes) -> ParsedExample:
