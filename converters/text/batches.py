@@ -295,7 +295,7 @@ def iter_batches(
     Raises:
         InputError: a skip under --strict.
     """
-    fresh = _Fresh(sources if last else [], first)
+    fresh = _Fresh(first, sum(input_bytes(s.file) for s in sources) if last else None)
     batch = fresh()
     fractions, label_index = labels.fractions, labels.index
     one_split = next(iter(fractions)) if len(fractions) == 1 else None
@@ -357,19 +357,18 @@ def iter_batches(
 
 
 class _Fresh:
-    """`iter_batches`' next empty batch, its limit set (first: the run's first chunk; sources
-    given: the run's last chunk, its files' bytes)."""
+    """`iter_batches`' next empty batch, its limit set (first: the run's first chunk; left: the
+    run's last chunk's bytes, None for another chunk)."""
 
-    def __init__(self, sources: list[TextSource], first: bool) -> None:
-        self.first, self.last = first, bool(sources)
-        self.left = sum(input_bytes(s.file) for s in sources)
+    def __init__(self, first: bool, left: int | None) -> None:
+        self.first, self.left = first, left
         self.made = 0
 
     def __call__(self, before: Batch | None = None) -> Batch:
-        self.left -= before.chars if before is not None else 0
         self.made += 1
         limit = BATCH_CHARS >> max(0, 4 - self.made) if self.first else BATCH_CHARS
-        if self.last:
+        if self.left is not None:
+            self.left -= before.chars if before is not None else 0
             limit = min(limit, max(EDGE_CHARS, self.left // 3))
         return Batch(limit=limit)
 
