@@ -31,6 +31,21 @@ def as_varints(values: Any, lengths: Any, unk: int) -> Varints:
     )
 
 
+def framing_kinds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What each batch's ids reach `framed.shard_records` as, in order: "varints" or "ids"."""
+    from feedgpu.converters.text import framed
+
+    kinds: list[str] = []
+    real = framed.shard_records
+
+    def spied(builder: Any, values: Any, *args: Any) -> Any:
+        kinds.append("varints" if isinstance(values, Varints) else "ids")
+        return real(builder, values, *args)
+
+    monkeypatch.setattr(framed, "shard_records", spied)
+    return kinds
+
+
 def test_varints_read_back_as_the_ids_at_every_width() -> None:
     rng = np.random.default_rng(4)
     ids = np.concatenate([rng.integers(0, 1 << (7 * k), 50) for k in range(1, 10)])
@@ -150,7 +165,7 @@ def test_batches_of_varints_and_of_ids_convert_as_without_the_steps(
     inserted), most not (varints), two files in a batch: the same shards and statistics as
     without the compiled steps, with max_length cutting some documents."""
     from feedgpu import read_manifest
-    from feedgpu.converters.text import batches, framed
+    from feedgpu.converters.text import batches
     from feedgpu.converters.text.convert import TextOptions, convert_text
 
     rng = random.Random(9)
@@ -165,14 +180,7 @@ def test_batches_of_varints_and_of_ids_convert_as_without_the_steps(
         lines[300] = json.dumps({"text": "form\ffeed"})  # left to Python
         (src / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
     monkeypatch.setattr(batches, "BATCH_CHARS", 20000)
-    kinds: list[str] = []
-    real = framed.shard_records
-
-    def spied(builder, values, *args):
-        kinds.append("varints" if isinstance(values, Varints) else "ids")
-        return real(builder, values, *args)
-
-    monkeypatch.setattr(framed, "shard_records", spied)
+    kinds = framing_kinds(monkeypatch)
     outs = []
     options = TextOptions(tokenizer=str(tmp_path / "vocab.txt"), max_length=24, num_shards=2)
     for flag in ("0", "1"):
@@ -195,7 +203,6 @@ def test_a_batch_whose_left_lines_are_all_skipped_stays_varints(
     """A malformed line (left to Python, then skipped) leaves no text to insert: its batch's
     ids stay varints, not decoded to int64."""
     from feedgpu import read_manifest
-    from feedgpu.converters.text import framed
     from feedgpu.converters.text.convert import TextOptions, convert_text
 
     src, vocab = word_files(tmp_path, 5, 400, files=1)
@@ -203,14 +210,7 @@ def test_a_batch_whose_left_lines_are_all_skipped_stays_varints(
     lines = part.read_text().splitlines()
     lines[100] = "{broken"
     part.write_text("\n".join(lines) + "\n")
-    kinds: list[str] = []
-    real = framed.shard_records
-
-    def spied(builder, values, *args):
-        kinds.append("varints" if isinstance(values, Varints) else "ids")
-        return real(builder, values, *args)
-
-    monkeypatch.setattr(framed, "shard_records", spied)
+    kinds = framing_kinds(monkeypatch)
     convert_text(str(src), str(tmp_path / "out"), TextOptions(tokenizer=str(vocab)), quiet=True)
     assert kinds and set(kinds) == {"varints"}, kinds
     assert read_manifest(str(tmp_path / "out")).num_skipped == 1
