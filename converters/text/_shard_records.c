@@ -76,6 +76,15 @@ typedef struct {
     int64_t *ends, *counts;              /* out, per shard: bytes to its group's end, records */
 } Batch;
 
+/* The bits set in x, under 2^16: __builtin_popcount without -mpopcnt (the baseline x86-64 a wheel
+ * is built for) is a call into libgcc, 0.3% of a short-document conversion's CPU. */
+static inline unsigned bits16(unsigned x) {
+    x -= (x >> 1) & 0x5555u;
+    x = (x & 0x3333u) + ((x >> 2) & 0x3333u);
+    x = (x + (x >> 4)) & 0x0F0Fu;
+    return (x + (x >> 8)) & 0x1Fu;
+}
+
 /* How many varints end in the n bytes at p (bytes under 0x80), sixteen bytes a step where the
  * CPU has SSE2: the check of given varints reads every byte of them. */
 static Py_ssize_t varint_count(const unsigned char *p, Py_ssize_t n) {
@@ -83,7 +92,7 @@ static Py_ssize_t varint_count(const unsigned char *p, Py_ssize_t n) {
 #if defined(__SSE2__)
     for (; n - k >= 16; k += 16) {
         unsigned high = (unsigned)_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(p + k)));
-        count += 16 - __builtin_popcount(high);
+        count += 16 - bits16(high);
     }
 #endif
     for (; k < n; k++) count += p[k] < 0x80;
