@@ -40,10 +40,15 @@ def random_json(rng: random.Random, depth: int = 0) -> Any:
 
 
 def test_identity_in_slices_is_the_whole_dumps_hash(tmp_path: Path) -> None:
+    from collections import OrderedDict
+
     rng = random.Random(3)
     for _ in range(40):
         value = random_json(rng)
         assert content_hash(value) == whole(value)
+    # a subclass's keys are sorted too (a slice holding one is not written unsorted)
+    nested = {"b": OrderedDict([("z", 1), ("a", 2)]), "a": 1, "c": "x"}
+    assert content_hash(nested) == whole(nested)
     words = [f"w{i}" for i in range(30000)]
     (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *words]))
     tok = load_tokenizer(TokenizerSpec.parse(str(tmp_path / "vocab.txt")))
