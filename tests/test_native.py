@@ -465,6 +465,43 @@ def test_json_lines_step_takes_only_certain_plain_lines(module: Any, tmp_path: P
     assert _per_text(values, lengths) == expected
 
 
+def test_json_lines_step_leaves_each_text_holding_an_added_tokens_first_character(
+    module: Any,
+) -> None:
+    """A batch's lines are searched for the added tokens' first characters at once
+    (`mark_stops`): every text holding one, raw or escaped, at any place in its line and
+    beside blank and empty lines, is left to Python; a text whose line holds one only outside
+    it (another field) is taken; so are the lines after each."""
+    rng = random.Random(8)
+    vocab = _vocab(rng, 600)
+    hf = _hf(vocab, lowercase=True)
+    step = _step(module, vocab, hf, lowercase=True)
+    words = [t.removeprefix("##") for t in vocab[10:] if t.isalnum()]
+    lines, held = [], []
+    for i in range(400):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 12)))
+        kind = rng.randrange(6)
+        if kind == 1:  # in the text, anywhere
+            at = rng.randint(0, len(text))
+            text = text[:at] + rng.choice("[<") + text[at:]
+        line = json.dumps({"text": text})
+        if kind == 2:  # escaped: the line's bytes do not hold it, the text does
+            line = json.dumps({"text": text + " ~ x"}).replace("~", "\\u005b")
+        if kind == 3:  # only in another field, before or after the text
+            pair = json.dumps({"t": ["a", "b<"]})[1:-1]
+            line = "{" + pair + ", " + line[1:] if i % 2 else line[:-1] + ", " + pair + "}"
+        lines.append(line.encode() + b"\n")
+        if kind == 4:
+            lines.append(rng.choice([b"\n", b"  \n"]))  # blank: neither taken nor left
+        held.append((len(lines) - 1 - (kind == 4), kind in (1, 2)))
+    values, lengths, taken, left = _lines(step, lines, "text", "[<")
+    assert left.tolist() == [at for at, holds in held if holds]
+    assert taken.tolist() == [at for at, holds in held if not holds]
+    texts = [json.loads(lines[i])["text"] for i in taken.tolist()]
+    expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+    assert _per_text(values, lengths) == expected
+
+
 def test_json_lines_step_finds_each_stop_at_every_offset(module: Any) -> None:
     """The string scan (sixteen bytes a step where the CPU has SSE2, then byte by byte) stops
     at a quote, an escape, a control character or a byte beyond ASCII wherever it sits in a

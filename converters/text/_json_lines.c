@@ -26,6 +26,7 @@ typedef struct {
     Py_ssize_t len; /* raw, escapes as written: at least the decoded text's bytes */
     int state;      /* BLANK, LEFT or TEXT */
     int holds;      /* json_string's */
+    int stopped;    /* the line holds a byte of stop (`mark_stops`) */
 } Found;
 
 enum { BLANK, LEFT, TEXT };
@@ -34,12 +35,29 @@ enum { BLANK, LEFT, TEXT };
 static void find_text(cursor p, cursor end, const char *field, size_t field_len, int beyond,
                       Found *f) {
     cursor text_end = NULL;
+    f->stopped = 0;
     f->state = blank_line(p, end) ? BLANK : LEFT;
     if (f->state == LEFT &&
         json_text_field(p, end, field, field_len, &f->text, &text_end, &f->holds) &&
         (beyond || !(f->holds & JSON_BEYOND_ASCII))) {
         f->state = TEXT;
         f->len = text_end - f->text;
+    }
+}
+
+/* Marks the lines (of count, bounded by ends in data) that hold a byte of stop anywhere: one
+ * memchr pass over the batch's lines for each byte, where one a text took 1% of a
+ * short-document conversion's CPU (benchmarks/RESULTS.md, "Issue 29, thirteenth session"). */
+static void mark_stops(cursor data, const int64_t *ends, Py_ssize_t count,
+                       const unsigned char *stop, Found *found) {
+    for (const unsigned char *c = stop; *c; c++) {
+        cursor p = data + ends[0], end = data + ends[count];
+        Py_ssize_t i = 0;
+        while (p < end && (p = memchr(p, *c, (size_t)(end - p)))) {
+            while (ends[i + 1] <= p - data) i++; /* the line holding it (empty ones passed) */
+            found[i].stopped = 1;
+            p = data + ends[i + 1];
+        }
     }
 }
 
@@ -56,8 +74,11 @@ static Py_ssize_t text_of_line(const Vocab *v, const Chars *t, const Found *f,
         if (len < 0) return -1;
         text = buf;
     }
-    for (const unsigned char *c = stop; *c; c++)
-        if (memchr(text, *c, len)) return -1;
+    /* Raw, the text's bytes are its line's: a line without a byte of stop needs no search.
+     * Decoded, an escape may have written one (\u005b is "["). */
+    if (f->stopped || (f->holds & JSON_ESCAPED))
+        for (const unsigned char *c = stop; *c; c++)
+            if (memchr(text, *c, len)) return -1;
     Py_ssize_t n = feedgpu_utf8_ids(v, t, text, len, out, buf + f->len);
     return n > 0 ? n : -1; /* none: blank, the caller's to skip */
 }
@@ -130,6 +151,7 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
             if (found[i].len > longest_text) longest_text = found[i].len;
         }
     }
+    mark_stops((cursor)data.buf, ends, count, stop, found);
     Py_END_ALLOW_THREADS
     /* The ids go to room for one a byte, then are copied out at their size: a bytes object
      * of that room shrunk after (as before) made glibc map fresh pages for every batch,
