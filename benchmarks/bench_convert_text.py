@@ -44,7 +44,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from bench_data import LENGTHS, make_corpus, train_tokenizer
+from bench_data import LENGTHS, make_corpus, proc_number, train_tokenizer
 
 
 @dataclass(frozen=True)
@@ -256,14 +256,7 @@ def cached_corpus(src: str) -> None:
 
 def file_refaults() -> int:
     """File pages read again after the kernel dropped them (Linux's /proc/vmstat), or 0."""
-    try:
-        with open("/proc/vmstat") as f:
-            for line in f:
-                if line.startswith("workingset_refault_file "):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+    return proc_number("/proc/vmstat", "workingset_refault_file ")
 
 
 def _learn_vocabulary(args: argparse.Namespace, kind: str, tmp: str) -> None:

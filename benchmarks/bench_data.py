@@ -143,3 +143,16 @@ def train_tokenizer(spec: str, sample: list[str], out_dir: str) -> None:
     from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
 
     load_tokenizer(TokenizerSpec.parse(spec), iter(sample)).save(out_dir)
+
+
+def proc_number(path: str, key: str) -> int:
+    """The number after key on the first line of a /proc file starting with it ("RssAnon:" of
+    /proc/PID/status, "workingset_refault_file " of /proc/vmstat), or 0 where there is none."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(key):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0

@@ -29,6 +29,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from bench_data import proc_number
+
 TARGET_MB = 1073.7  # 1 GiB
 GROWTH_LIMIT = 1.25
 
@@ -48,14 +50,7 @@ class MemoryRow:
 
 def _anon_kb(pid: int) -> int:
     """A process's anonymous resident memory (heap, stacks, buffers), in kB."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+    return proc_number(f"/proc/{pid}/status", "RssAnon:")
 
 
 def _tree_rss_mb(root: int) -> tuple[float, float, float]:
