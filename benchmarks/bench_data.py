@@ -147,7 +147,7 @@ def train_tokenizer(spec: str, sample: list[str], out_dir: str) -> None:
 
 def proc_number(path: str, key: str) -> int:
     """The number after key on the first line of a /proc file starting with it ("RssAnon:" of
-    /proc/PID/status, "workingset_refault_file " of /proc/vmstat), or 0 where there is none."""
+    /proc/PID/status, "read_bytes:" of /proc/self/io), or 0 where there is none."""
     try:
         with open(path) as f:
             for line in f:

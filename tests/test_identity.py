@@ -46,9 +46,16 @@ def test_identity_in_slices_is_the_whole_dumps_hash(tmp_path: Path) -> None:
     for _ in range(40):
         value = random_json(rng)
         assert content_hash(value) == whole(value)
-    # a subclass's keys are sorted too (a slice holding one is not written unsorted)
-    nested = {"b": OrderedDict([("z", 1), ("a", 2)]), "a": 1, "c": "x"}
-    assert content_hash(nested) == whole(nested)
+
+    # a subclass's keys are sorted too (a slice holding one is not written unsorted), a dict
+    # in a tuple too, and a subclass is read as json reads it (its items)
+    class Odd(dict):
+        def __getitem__(self, key: Any) -> Any:
+            return "not json's"
+
+    nested = {"b": OrderedDict([("z", 1), ("a", 2)]), "a": 1, "c": "x", "d": ({"z": 1, "b": 2},)}
+    for value in (nested, Odd(a="x"), {"o": Odd(a="x")}):
+        assert content_hash(value) == whole(value)
     words = [f"w{i}" for i in range(30000)]
     (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *words]))
     tok = load_tokenizer(TokenizerSpec.parse(str(tmp_path / "vocab.txt")))

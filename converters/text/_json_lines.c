@@ -46,7 +46,7 @@ static void find_text(cursor p, cursor end, const char *field, size_t field_len,
 }
 
 /* Marks the lines (of count, bounded by ends in data) that hold a byte of stop anywhere: one
- * memchr pass over the batch's lines for each byte, where one a text took 1% of a
+ * memchr pass over the batch's lines for each byte; a search of every text took 1% of a
  * short-document conversion's CPU (benchmarks/RESULTS.md, "Issue 29, thirteenth session"). */
 static void mark_stops(cursor data, const int64_t *ends, Py_ssize_t count,
                        const unsigned char *stop, Found *found) {

@@ -7,7 +7,7 @@ tokenizer threads, which then waited to start and end their batches. In slices o
 SLICE items the GIL is let go between them; the text, and so every identity, is the same
 (benchmarks/RESULTS.md, "Issue 29, eleventh session"). A dict's keys are sorted once, alone
 (sorting its items compares tuples: 2.8 ms of an 8k vocabulary's 5.7, the keys 1.4), and a
-slice without a dict or list in it is written in that order, unsorted again.
+slice without a dict, list or tuple in it is written in that order, unsorted again.
 """
 
 from __future__ import annotations
@@ -34,13 +34,16 @@ def _dumps(value: Any, sort_keys: bool = True) -> str:
 
 
 def _flat(values: Any) -> bool:
-    """No dict or list (nor a subclass) among values: nothing in them has keys to sort."""
-    return not any(issubclass(kind, (dict, list)) for kind in set(map(type, values)))
+    """No dict, list or tuple (nor a subclass) among values: nothing in them has keys to
+    sort."""
+    return not any(issubclass(kind, (dict, list, tuple)) for kind in set(map(type, values)))
 
 
 def _pieces(value: Any) -> Iterator[str]:
     """`_dumps(value)` in pieces whose concatenation is exactly it."""
     if isinstance(value, dict) and value:
+        if type(value) is not dict:  # its items as json reads them (a subclass may differ)
+            value = dict(value.items())
         keys = sorted(value)  # the order of sorted(items()): keys are unique
         yield "{"
         for start in range(0, len(keys), SLICE):
