@@ -32,7 +32,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench_convert_text import corpus_reading, models_built, run_step, run_threads
+from bench_convert_text import (
+    corpus_reading,
+    models_built,
+    run_step,
+    run_threads,
+    step_batches,
+)
 from bench_data import LENGTHS, make_corpus, train_tokenizer
 
 
@@ -236,7 +242,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
                 # on one thread (does running it on two threads at once cost more?).
                 threads, threads_cpu = max(_timed_cpu(run_threads, tok, docs) for _ in range(3))
                 one_cpu = min(_timed_cpu(run_threads, tok, docs, 1)[1] for _ in range(3))
-                step = max(run_step(tok, src) for _ in range(3))  # (a''), the strongest mostly
+                batches = step_batches(src)
+                step = max(run_step(tok, batches) for _ in range(3))  # (a''), the strongest mostly
                 best = max(threads, step)
                 print(f"\n{profile}: {len(docs)} documents, {tokens / len(docs):.0f} tokens each")
                 for stage, seconds in took.items():
