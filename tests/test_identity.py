@@ -53,8 +53,12 @@ def test_identity_in_slices_is_the_whole_dumps_hash(tmp_path: Path) -> None:
         def __getitem__(self, key: Any) -> Any:
             return "not json's"
 
+    class OddList(list):
+        def __iter__(self) -> Any:
+            return iter(["x"])
+
     nested = {"b": OrderedDict([("z", 1), ("a", 2)]), "a": 1, "c": "x", "d": ({"z": 1, "b": 2},)}
-    for value in (nested, Odd(a="x"), {"o": Odd(a="x")}):
+    for value in (nested, Odd(a="x"), {"o": Odd(a="x")}, [OddList([{"b": 1, "a": 2}])]):
         assert content_hash(value) == whole(value)
     words = [f"w{i}" for i in range(30000)]
     (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *words]))

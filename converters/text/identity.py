@@ -58,6 +58,8 @@ def _pieces(value: Any) -> Iterator[str]:
                 yield from _pieces(value[key])
         yield "}"
     elif isinstance(value, list) and value:
+        if type(value) is not list:  # its items as json reads them (a subclass may differ)
+            value = list(value)
         yield "["
         for start in range(0, len(value), SLICE):
             part = value[start : start + SLICE]
