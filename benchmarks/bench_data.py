@@ -1,6 +1,7 @@
 """The benchmarks' generated data, in one module they import (each benchmark runs as a script
 from this folder, so it is importable as it is): image folders and their converted dataset,
-text corpora per length profile, and a tokenizer trained on a sample."""
+text corpora per length profile, and a tokenizer trained on a sample; and how the text
+benchmarks read a corpus (as the converter does, into the page cache, in (a'')'s batches)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import multiprocessing
 import os
 import random
 import shutil
-from typing import IO
+from typing import IO, Any
 
 
 def _generate(args: tuple[str, int, int, int]) -> int:
@@ -156,3 +157,53 @@ def proc_number(path: str, key: str) -> int:
     except OSError:
         pass
     return 0
+
+
+def corpus_reading(src: str) -> tuple[list, Any, Any]:
+    """A benchmark corpus as the converter reads it (`iter_batches`'s arguments): its files as
+    sources of one split, unlabelled, and the default read options."""
+    from feedgpu.converters.text.batches import Labels
+    from feedgpu.converters.text.options import TextSource
+    from feedgpu.converters.text.sources import ReadOptions, list_text_files
+
+    files, _ = list_text_files(src)
+    sources = [TextSource(f, None, None) for f in files]
+    return sources, ReadOptions(), Labels({"train": 1.0}, {})
+
+
+def step_batches(tokenizer, src: str) -> list[tuple[list[str], list[bool]]]:
+    """(a'')'s input: ours' own batches of a corpus and their plain marks (`iter_batches`,
+    `Batch.parse`), made once a profile, off the clock, so (a'') can run right after ours;
+    tokenized once untimed, so every round's (a'') does the same work (the texts' UTF-8 kept
+    by their str, the character table's first answers learned)."""
+    from feedgpu.converters.text.batches import iter_batches
+
+    sources, read, labels = corpus_reading(src)
+    batches = []
+    for batch in iter_batches(sources, read, labels, [], strict=False):
+        batch.parse(read, labels.fractions, strict=False)
+        batches.append((batch.texts, batch.plain))
+    for texts, plain in batches:
+        tokenizer.ids(texts, plain)
+    return batches
+
+
+def cached_corpus(src: str) -> None:
+    """Every file of a corpus read once, off the clock, so ours reads it from the page cache
+    as every other contender holds its documents in memory. Written and fsynced, a corpus
+    stays cached on most hosts; some drop cold file pages proactively (Linux DAMON's pageout
+    scheme on these VMs: 33-47 MB of a 48 MB corpus read from disk again by the first
+    conversion after a minute idle, 1-4 MB after 15 s; benchmarks/RESULTS.md, "Issue 29,
+    thirteenth session"), which made ours alone pay a disk read, at random. A run that still
+    reads 1 MB or more from disk says so (`disk_reads`)."""
+    for root, _, files in os.walk(src):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                while f.read(1 << 20):
+                    pass
+
+
+def disk_reads() -> int:
+    """Bytes this process has had read from storage, not the page cache (Linux's
+    /proc/self/io), or 0."""
+    return proc_number("/proc/self/io", "read_bytes:")

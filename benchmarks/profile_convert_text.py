@@ -32,14 +32,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench_convert_text import (
-    corpus_reading,
-    models_built,
-    run_step,
-    run_threads,
-    step_batches,
-)
-from bench_data import LENGTHS, make_corpus, train_tokenizer
+from bench_convert_text import models_built, run_step, run_threads
+from bench_data import LENGTHS, corpus_reading, make_corpus, step_batches, train_tokenizer
 
 
 def _cpu() -> float:
