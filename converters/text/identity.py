@@ -47,15 +47,15 @@ def _pieces(value: Any) -> Iterator[str]:
         keys = sorted(value)  # the order of sorted(items()): keys are unique
         yield "{"
         for start in range(0, len(keys), SLICE):
-            part = keys[start : start + SLICE]
+            part = {key: value[key] for key in keys[start : start + SLICE]}  # in key order
             if start:
                 yield ", "
-            if _flat(map(value.__getitem__, part)):  # a slice in one call, its braces dropped
-                yield _dumps({key: value[key] for key in part}, sort_keys=False)[1:-1]
+            if _flat(part.values()):  # a slice in one call, its braces dropped
+                yield _dumps(part, sort_keys=False)[1:-1]
                 continue
-            for i, key in enumerate(part):
+            for i, (key, item) in enumerate(part.items()):
                 yield (", " if i else "") + _dumps(key) + ": "
-                yield from _pieces(value[key])
+                yield from _pieces(item)
         yield "}"
     elif isinstance(value, list) and value:
         if type(value) is not list:  # its items as json reads them (a subclass may differ)
