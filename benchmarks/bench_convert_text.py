@@ -16,8 +16,7 @@ length, the headline (target >= 0.7 at every length), with ours/(a) beside it, a
 (target >= 5). Ours runs as a vocabulary's first conversion: its tokenizer models built, not
 read from the cache; its corpus read from the page cache, as the others hold their documents
 in memory (`cached_corpus`: a host may have dropped it meanwhile). Ours and (a'') run twice a
-round, alternating, each keeping its faster run ((a'') once on a thread a core and once on two),
-after one untimed conversion (ours' warm-up, as (a'')'s batches are tokenized once untimed);
+round, alternating, each keeping its faster run ((a'') once on a thread a core and once on two);
 the other contenders run once, so ratios against them count ours' faster run of two.
 With `--bpe`, a byte-level BPE tokenizer.json: (a) is then HF `encode_batch` alone.
 Every contender runs after TensorFlow is imported (the CLI pays that import once, ~7 s,
@@ -267,11 +266,7 @@ def _measure(args, profile: str, tmp: str, tokenizer_arg: str, tok, kind: str, t
         rates["plain"].append(tokens / run_plain(tok, docs, tmp))
         # Ours and (a'') twice each, alternating (the host's swings part them least), each
         # keeping its faster run: (a'') once on a thread a core and once on two (ours' count),
-        # ours the same number of times. Ours once before, untimed, as (a'')'s batches were
-        # tokenized once: after (b), its first conversion mapped its buffers afresh (~4,500
-        # page faults, against ~100 for the next; benchmarks/RESULTS.md, "Issue 29,
-        # fourteenth session"): a cost of what ran before it, not of ours' throughput.
-        run_ours(src, os.path.join(tmp, "out"), tokenizer_arg)
+        # ours the same number of times.
         seconds, steps = [], []
         for threads in (default_workers(), 2 * default_workers()):
             seconds.append(run_ours(src, os.path.join(tmp, "out"), tokenizer_arg))
