@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
                 threads, threads_cpu = max(_timed_cpu(run_threads, tok, docs) for _ in range(3))
                 one_cpu = min(_timed_cpu(run_threads, tok, docs, 1)[1] for _ in range(3))
                 batches = step_batches(tok, src)
-                step = max(  # (a''), the strongest mostly: its best of three, at either count
+                step = max(  # (a''), the strongest mostly: its best of six, three at each count
                     run_step(tok, batches, n)
                     for n in (default_workers(), 2 * default_workers())
                     for _ in range(3)

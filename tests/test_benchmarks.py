@@ -44,9 +44,10 @@ def test_bench_convert_text_smoke(capsys, vocab_txt: Path) -> None:
         assert result.step_tok_s and result.step_tok_s > 0
         # one round: the headline is ours over the fastest reference, (a'') among them
         assert result.ours_vs_strongest <= result.ours_tok_s / result.step_tok_s + 1e-3
-        # (c'), ours without the compiled step, and what the step gains (one round: exact)
+        # (c'), ours without the compiled step, and what the step gains: by ours' first run,
+        # one try as (c') has, so at most its faster run's ratio (one round)
         assert result.ours_tf_tok_s and result.ours_tf_tok_s > 0
-        assert result.ours_vs_tf == pytest.approx(result.ours_tok_s / result.ours_tf_tok_s, 1e-2)
+        assert 0 < result.ours_vs_tf <= result.ours_tok_s / result.ours_tf_tok_s + 1e-3
     last = capsys.readouterr().out.splitlines()[-1]
     assert "worst ours/best =" in last and "ours/(a) =" in last
     for result in results:  # the headline is against the faster of the two references
