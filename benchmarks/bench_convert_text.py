@@ -137,6 +137,13 @@ def run_threads(tokenizer, docs: list[str], threads: int | None = None) -> float
     return tokens / (time.perf_counter() - start)
 
 
+def step_threads() -> tuple[int, int]:
+    """The thread counts (a'') runs at: one a core (ours' count) and two."""
+    from feedgpu.convert.plan import default_workers
+
+    return default_workers(), 2 * default_workers()
+
+
 def run_step(tokenizer, batches: list[tuple[list[str], list[bool]]], threads: int) -> float:
     """(a''): the tokenizer step ours runs, alone: `TextTokenizer.ids` (plain batches through
     the WordPiece step without BERT's normaliser, doubtful texts redone) on ours' own batches
@@ -246,9 +253,8 @@ def _learn_vocabulary(args: argparse.Namespace, kind: str, tmp: str) -> None:
 def _measure(args, profile: str, tmp: str, tokenizer_arg: str, tok, kind: str, tf_import_s: float):
     """Every contender on one length profile's corpus, alternating; medians of rates and of
     each round's ratios."""
-    from feedgpu.convert.plan import default_workers
-
     src = os.path.join(tmp, f"corpus-{profile}")
+    out = os.path.join(tmp, "out")
     docs = make_corpus(src, args.mb, length=profile)
     batches = step_batches(tok, src) if tok.fast_capable else []
     rates: dict[str, list[float]] = {
@@ -268,17 +274,16 @@ def _measure(args, profile: str, tmp: str, tokenizer_arg: str, tok, kind: str, t
         # Ours and (a'') alternating, the host's swings parting them least: ours twice, (a'')
         # twice at each of its thread counts (a thread a core, ours' count, and two), each
         # keeping its fastest: as many tries at its best setting as ours has at its own.
-        counts = (default_workers(), 2 * default_workers()) if tok.fast_capable else ()
+        counts = step_threads() if tok.fast_capable else ()
         seconds, steps = [], []
-        for _ in range(2 if tok.fast_capable else 1):
-            seconds.append(run_ours(src, os.path.join(tmp, "out"), tokenizer_arg))
+        for _ in range(2 if counts else 1):
+            seconds.append(run_ours(src, out, tokenizer_arg))
             steps += [run_step(tok, batches, n) for n in counts]
         first = tokens / seconds[0]  # against the contenders that run once: one try each
         rates["ours"].append(tokens / min(seconds))
         if tok.fast_capable:
             rates["step"].append(max(steps))
             rates["threads"].append(run_threads(tok, docs))
-            out = os.path.join(tmp, "out")
             rates["ours_tf"].append(tokens / run_ours(src, out, tokenizer_arg, native=False))
             ratios["native"].append(first / rates["ours_tf"][-1])
         ratios["ceiling"].append(first / ceiling)

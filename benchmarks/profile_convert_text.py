@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench_convert_text import models_built, run_step, run_threads
+from bench_convert_text import models_built, run_step, run_threads, step_threads
 from bench_data import LENGTHS, corpus_reading, make_corpus, step_batches, train_tokenizer
 
 
@@ -215,7 +215,6 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser.add_argument("--lengths", default="short,medium,long,real")
     parser.add_argument("--tokenizer", metavar="VOCAB", help="a vocab.txt instead of a trained one")
     args = parser.parse_args(argv)
-    from feedgpu.convert.plan import default_workers
     from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
 
     tmp = tempfile.mkdtemp(prefix="profile_text_")
@@ -239,9 +238,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
                 one_cpu = min(_timed_cpu(run_threads, tok, docs, 1)[1] for _ in range(3))
                 batches = step_batches(tok, src)
                 step = max(  # (a''), the strongest mostly: its best of six, three at each count
-                    run_step(tok, batches, n)
-                    for n in (default_workers(), 2 * default_workers())
-                    for _ in range(3)
+                    run_step(tok, batches, n) for n in step_threads() for _ in range(3)
                 )
                 del batches  # not held through the next profile's measures
                 best = max(threads, step)
