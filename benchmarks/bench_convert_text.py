@@ -26,10 +26,11 @@ reported apart).
 Each length profile (--lengths: short ~45 tokens a document, medium ~320, long ~2,400, real:
 ~220 in lines of punctuated sentences) gets its own corpus and its own row.
 
-Ratios rise with the corpus's size: ours pays ~20 ms a conversion (a quiet hour; up to ~40 in
-a slow one) whatever the size, which (a'') never pays: the tokenizer loaded and the layout's
+Ratios rise with the corpus's size (by ~0.03 from 48 to 114 MiB with ours and (a'') alone,
+alternating; less than the benchmark's run-to-run noise): ours pays 13-24 ms a conversion in
+a quiet hour, whatever the size, which (a'') never pays: the tokenizer loaded and the layout's
 sample taken before the first batch, the shards made durable and the manifest written after
-the last. That is ~8% of ours' time at 50 MB; `--mb 120`, the size of issue 29's corpus of
+the last. That is ~6-11% of ours' time at 50 MB; `--mb 120`, the size of issue 29's corpus of
 real dictionary entries, shows the rate a big corpus gets (benchmarks/RESULTS.md, "Issue 29,
 fifteenth session").
 
