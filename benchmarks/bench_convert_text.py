@@ -264,7 +264,10 @@ def _measure(args, profile: str, tmp: str, tokenizer_arg: str, tok, kind: str, t
     src = os.path.join(tmp, f"corpus-{profile}")
     out = os.path.join(tmp, "out")
     docs = make_corpus(src, args.mb, length=profile)
-    batches = step_batches(tok, src) if tok.fast_capable else []
+    # (a''), (a') and (c') where the tokenizer has a fast path (WordPiece): (a'') at a thread
+    # a core (ours' count) and at two.
+    counts = step_threads() if tok.fast_capable else ()
+    batches = step_batches(tok, src) if counts else []
     rates: dict[str, list[float]] = {
         "ceiling": [],
         "plain": [],
@@ -280,16 +283,15 @@ def _measure(args, profile: str, tmp: str, tokenizer_arg: str, tok, kind: str, t
         rates["ceiling"].append(ceiling)
         rates["plain"].append(tokens / run_plain(tok, docs, tmp))
         # Ours and (a'') alternating, the host's swings parting them least: ours twice, (a'')
-        # twice at each of its thread counts (a thread a core, ours' count, and two), each
-        # keeping its fastest: as many tries at its best setting as ours has at its own.
-        counts = step_threads() if tok.fast_capable else ()
+        # twice at each of its thread counts, each keeping its fastest: as many tries at its
+        # best setting as ours has at its own.
         seconds, steps = [], []
         for _ in range(2 if counts else 1):
             seconds.append(run_ours(src, out, tokenizer_arg))
             steps += [run_step(tok, batches, n) for n in counts]
         first = tokens / seconds[0]  # against the contenders that run once: one try each
         rates["ours"].append(tokens / min(seconds))
-        if tok.fast_capable:
+        if counts:
             rates["step"].append(max(steps))
             rates["threads"].append(run_threads(tok, docs))
             rates["ours_tf"].append(tokens / run_ours(src, out, tokenizer_arg, native=False))
@@ -298,7 +300,7 @@ def _measure(args, profile: str, tmp: str, tokenizer_arg: str, tok, kind: str, t
         ratios["strongest"].append(
             min(
                 [
-                    first / ceiling,
+                    ratios["ceiling"][-1],
                     *(first / t for t in rates["threads"][-1:]),
                     *(rates["ours"][-1] / t for t in rates["step"][-1:]),
                 ]

@@ -48,6 +48,15 @@ def test_bench_convert_text_smoke(capsys, vocab_txt: Path) -> None:
         # one try as (c') has, so at most its faster run's ratio (one round)
         assert result.ours_tf_tok_s and result.ours_tf_tok_s > 0
         assert 0 < result.ours_vs_tf <= result.ours_tok_s / result.ours_tf_tok_s + 1e-3
+        # every one-run contender is compared with the same run of ours (the round's first):
+        # no ratio against them takes ours' faster run while another takes its first
+        first = [
+            result.ours_vs_ceiling * result.ceiling_tok_s,
+            result.ours_vs_plain * result.plain_tok_s,
+            result.ours_vs_tf * result.ours_tf_tok_s,
+        ]
+        assert first == pytest.approx([first[0]] * 3, rel=5e-3)
+        assert first[0] <= result.ours_tok_s * (1 + 5e-3)
     last = capsys.readouterr().out.splitlines()[-1]
     assert "worst ours/best =" in last and "ours/(a) =" in last
     for result in results:  # the headline is against the faster of the two references
