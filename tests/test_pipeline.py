@@ -179,8 +179,7 @@ def test_distribute_datasets_from_function(image_data: Path) -> None:
     spec = PipelineSpec.for_dataset(str(image_data), batch_size=4, image_size=(8, 8))
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        per_replica = spec.with_changes(batch_size=ctx.get_per_replica_batch_size(4))
-        return feedgpu.build_pipeline(per_replica, ctx)
+        return feedgpu.build_pipeline(spec, ctx)  # it divides the batch among the replicas
 
     dist = strategy.distribute_datasets_from_function(dataset_fn)
     total = sum(int(strategy.experimental_local_results(y)[0].shape[0]) for _, y in dist)

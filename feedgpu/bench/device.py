@@ -9,6 +9,7 @@ fall back to float32 on one CPU when there is no GPU.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,6 +159,9 @@ def resolve_devices(config: DeviceConfig | None = None, notes: tuple[str, ...] =
 
     config = config or DeviceConfig()
     notes_list = list(notes)
+    # Collective ops are configured when the runtime starts, and listing logical devices
+    # starts it: the multi-worker strategy is made first.
+    strategy = _multi_worker_strategy() if config.strategy == "multi_worker" else None
     gpus = tf.config.list_logical_devices("GPU")
     capability = None
     if gpus:
@@ -173,18 +177,11 @@ def resolve_devices(config: DeviceConfig | None = None, notes: tuple[str, ...] =
     )
     if note:
         notes_list.append(note)
-    if config.strategy == "multi_worker":
-        # Hosts and this one's rank come from TF_CONFIG; one worker when it is unset.
-        try:
-            strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        except (RuntimeError, ValueError) as e:
-            raise DeviceSetupError(
-                "MultiWorkerMirroredStrategy must be created at program start, before any "
-                f"tensor, with a valid TF_CONFIG ({str(e).splitlines()[0]})"
-            ) from e
-    elif config.strategy == "mirrored" or (config.strategy == "auto" and len(gpus) > 1):
+    if strategy is None and (
+        config.strategy == "mirrored" or (config.strategy == "auto" and len(gpus) > 1)
+    ):
         strategy = tf.distribute.MirroredStrategy()
-    else:
+    elif strategy is None:
         strategy = tf.distribute.get_strategy()
     return DeviceSetup(
         device_type="GPU" if gpus else "CPU",
@@ -196,6 +193,48 @@ def resolve_devices(config: DeviceConfig | None = None, notes: tuple[str, ...] =
         notes=tuple(notes_list),
         xla_rule=str(config.xla),
     )
+
+
+def workers_agree(setup: DeviceSetup) -> Callable[[bool], bool] | None:
+    """For a strategy over several worker processes: a function from "this worker would stop"
+    to "some worker stops", decided by an all-reduce so that every worker stops at the same
+    step (a timed loop left alone to its own clock would leave one worker waiting for the
+    others' collectives forever). None on one worker."""
+    import tensorflow as tf
+
+    resolver = getattr(setup.strategy, "cluster_resolver", None)
+    cluster = resolver.cluster_spec().as_dict() if resolver is not None else {}
+    if len(cluster.get("worker", [])) + len(cluster.get("chief", [])) < 2:
+        return None
+    strategy = setup.strategy
+
+    @tf.function
+    def stops(flag: Any) -> Any:
+        votes = strategy.run(lambda f: tf.cast(f, tf.int32), args=(flag,))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, votes, axis=None) > 0
+
+    return lambda stop: bool(stops(tf.constant(stop)))
+
+
+def _multi_worker_strategy() -> Any:
+    """MultiWorkerMirroredStrategy over the hosts TF_CONFIG names (one worker when unset).
+
+    Raises:
+        DeviceSetupError: TensorFlow's runtime already started, or TF_CONFIG is not valid.
+    """
+    import tensorflow as tf
+
+    try:
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    except (RuntimeError, ValueError) as e:
+        started = tensorflow_initialized()
+        raise DeviceSetupError(
+            "MultiWorkerMirroredStrategy must be made before TensorFlow's runtime starts: "
+            "call feedgpu.setup_devices(DeviceConfig(strategy='multi_worker')) first in the "
+            "program, before any tensor"
+            if started
+            else f"MultiWorkerMirroredStrategy: TF_CONFIG is not valid ({str(e).splitlines()[0]})"
+        ) from e
 
 
 def choose_precision(

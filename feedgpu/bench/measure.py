@@ -110,9 +110,8 @@ def _distributed(spec: PipelineSpec, stages: StageChanges, setup: DeviceSetup) -
     if not setup.distributed:  # no distribution layer: it would add a prefetch of its own
         return build_pipeline(spec, None, stages)
 
-    def per_worker(context: Any) -> Any:
-        size = context.get_per_replica_batch_size(spec.batch_size)
-        return build_pipeline(spec.with_changes(batch_size=size), context, stages)
+    def per_worker(context: Any) -> Any:  # build_pipeline divides the batch among replicas
+        return build_pipeline(spec, context, stages)
 
     return setup.strategy.distribute_datasets_from_function(per_worker)
 

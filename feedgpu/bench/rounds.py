@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from feedgpu.bench.device import workers_agree
 from feedgpu.bench.gpu_monitor import GpuMonitor
 from feedgpu.bench.records import MIN_STEPS, PipelineRate, StepRate
 from feedgpu.bench.spread import ROUNDS, Spread
@@ -84,6 +85,7 @@ def alternate_rounds(
     seconds: float,
     max_seconds: float,
     progress: PhaseProgress,
+    agree: Callable[[bool], bool] | None = None,
 ) -> tuple[list[StepTimes], list[StepTimes]]:
     """The compute ceiling and end to end in alternating rounds (ABAB...), so that drift on a
     shared machine falls on both; each phase times at least MIN_STEPS steps and `seconds`,
@@ -93,7 +95,8 @@ def alternate_rounds(
     the pipeline filled its prefetch buffer, and those batches would come without waiting.
     Each later ceiling round does too: the pipeline refills its buffers as it begins, on the
     cores the model's step needs, and the ceiling is the model alone.
-    Without resident batches only end to end runs (its ceiling measured elsewhere).
+    Without resident batches only end to end runs (its ceiling measured elsewhere). Workers
+    of a multi-worker strategy stop each round together (`agree`, `device.workers_agree`).
     """
     per_round = seconds / ROUNDS
     min_steps = -(-MIN_STEPS // ROUNDS)
@@ -117,6 +120,7 @@ def alternate_rounds(
                         max_seconds=max_seconds / ROUNDS,
                         seen=seen,
                         progress=tick,
+                        agree=agree,
                     )
                 )
     return ceiling, together
@@ -169,7 +173,13 @@ def measure_model(
         tick(1)
     with GpuMonitor(enabled=setup.device_type == "GPU") as monitor:
         ceiling_rounds, together = alternate_rounds(
-            step, None if ceiling else resident, batches, seconds, max_seconds, progress
+            step,
+            None if ceiling else resident,
+            batches,
+            seconds,
+            max_seconds,
+            progress,
+            workers_agree(setup),
         )
     return ModelRun(
         ceiling or StepRate.from_rounds(ceiling_rounds),

@@ -228,6 +228,7 @@ def time_steps(
     max_seconds: float = float("inf"),
     seen: set[tuple[Any, ...]] | None = None,
     lead_steps: int = 0,
+    agree: Callable[[bool], bool] | None = None,
 ) -> StepTimes:
     """Run `step` on batches from `batches` for about `seconds` (after warm-up), timing each.
 
@@ -242,6 +243,9 @@ def time_steps(
         max_seconds: ...but stop timing after this long (`stopped_early` says so).
         seen: input shapes already compiled (shared by the rounds of a measurement).
         lead_steps: untimed, uncounted steps first (a pipeline refilling its buffers settles).
+        agree: given whether this worker would stop, whether any worker stops
+            (`device.workers_agree`): synchronous workers must run the same steps, or one
+            waits for the others' all-reduce forever.
     """
     times = StepTimes()
     seen = set() if seen is None else seen
@@ -251,15 +255,17 @@ def time_steps(
     index = 0
     while True:
         now = time.perf_counter()
-        if start is not None and (max_steps and index >= max_steps):
+        counted = bool(max_steps) and index >= (max_steps or 0)
+        if start is None:  # every batch has a new shape: nothing is timed without compiling
+            stop = now - began > 10 * seconds + 120
+        else:
+            elapsed = now - start
+            stop = counted or elapsed >= max_seconds or (elapsed >= seconds and index >= min_steps)
+        if agree is not None:
+            stop = agree(stop)
+        if stop:
+            times.stopped_early = start is not None and not counted and index < min_steps
             break
-        if start is not None and now - start >= seconds and index >= min_steps:
-            break
-        if start is not None and now - start >= max_seconds:
-            times.stopped_early = index < min_steps
-            break
-        if start is None and now - began > 10 * seconds + 120:
-            break  # every batch has a new shape: nothing can be timed without compiling
         t0 = time.perf_counter()
         try:
             group, waits = _next_batches(batches, per_call)

@@ -18,18 +18,28 @@ and skipping the records before it undecoded (exact resume).
 
 from __future__ import annotations
 
+import logging
 import random
 from typing import TYPE_CHECKING, Any
 
-from feedgpu.pipeline.epochs import epoch_batches, epoch_plan, example_epoch, run_epochs
+from feedgpu.pipeline.epochs import (
+    epoch_batches,
+    epoch_plan,
+    example_epoch,
+    host_batches,
+    host_cut,
+    run_epochs,
+)
 from feedgpu.pipeline.images import image_batches
 from feedgpu.pipeline.measure_hooks import StageChanges, sleep_elements
 from feedgpu.pipeline.readers import epoch_source
 from feedgpu.pipeline.spec import PipelineSpec
-from feedgpu.pipeline.split_view import view_split
+from feedgpu.pipeline.split_view import SplitView, per_replica, view_split
 
 if TYPE_CHECKING:
     from feedgpu.pipeline.position import InputPosition
+
+logger = logging.getLogger(__name__)
 
 
 def build_pipeline(
@@ -57,11 +67,14 @@ def build_pipeline(
 
     from feedgpu.pipeline.text import text_batches, text_columns
 
+    spec = per_replica(spec, input_context)
     view = view_split(spec, input_context)  # the manifest, read once for what follows
     stages = stages or StageChanges()
     if position is not None:
         position.check(spec, view)
     per_epoch = None if stages.skip else epoch_batches(spec, view)
+    if per_epoch is not None and view.host[0] > 1:
+        _say_unequal_shares(spec, view, per_epoch)
     # No seed: a fresh one, so unseeded runs still differ from each other.
     seed = spec.seed if spec.seed is not None else random.SystemRandom().getrandbits(62)
     plan = epoch_plan(spec, seed, position)
@@ -69,7 +82,8 @@ def build_pipeline(
     columns = None if image else text_columns(spec, view)
     source = epoch_source(spec, view, stages, seed, image, plan is not None, columns)
     if image:
-        ds = run_epochs(plan, example_epoch(source, spec, plan is not None, seed), spec, seed)
+        cut = host_cut(spec, view, per_epoch)
+        ds = run_epochs(plan, example_epoch(source, spec, plan is not None, seed, cut), spec, seed)
         ds = image_batches(ds, spec, stages, seed)
     else:
         ds = text_batches(plan, source, spec, view, seed, per_epoch)
@@ -102,3 +116,23 @@ def build_pipeline(
         stall.experimental_optimization.inject_prefetch = False
         ds = ds.with_options(stall)
     return ds
+
+
+def _say_unequal_shares(spec: PipelineSpec, view: SplitView, per_epoch: int) -> None:
+    """Warn when this host's share yields more batches than every host's common epoch (whole
+    shards of blocks of documents, or a share one example over a batch boundary)."""
+    own = host_batches(spec, view.num_examples)
+    if own > per_epoch:
+        hosts, me = view.host
+        logger.warning(
+            "input pipeline %d of %d reads %d examples, the smallest share %d: every host's "
+            "epoch is cut to %d batches, leaving %d of this one's out an epoch; re-convert "
+            "with --num-shards a multiple of %d for equal shares",
+            me,
+            hosts,
+            view.num_examples,
+            min(view.host_examples),
+            per_epoch,
+            own - per_epoch,
+            hosts,
+        )

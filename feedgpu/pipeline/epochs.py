@@ -32,13 +32,28 @@ def _batches(examples: int, size: int, drop_remainder: bool) -> int:
 def epoch_batches(spec: PipelineSpec, view: SplitView) -> int | None:
     """Batches one epoch yields for sure, repeated or not (None: not known in advance).
 
+    With several input pipelines, the fewest any of them yields: synchronous training needs
+    every worker to run the same steps an epoch, so a larger share is cut to it (`host_cut`).
+
     Raises:
         UsageError: with drop_remainder, the split makes no full batch (an epoch would be empty
             and `model.fit` would train on nothing without a word).
     """
     if spec.ignore_errors or spec.service:  # service workers split the files
         return None
-    n = view.num_examples
+    return min(host_batches(spec, n) for n in view.host_examples)
+
+
+def host_cut(spec: PipelineSpec, view: SplitView, count: int | None) -> int | None:
+    """The examples an image epoch of this host is cut to, so it yields `count` batches like
+    every other host, or None when its own share yields no more than that."""
+    if count is None or host_batches(spec, view.num_examples) <= count:
+        return None
+    return count * spec.batch_size
+
+
+def host_batches(spec: PipelineSpec, n: int) -> int:
+    """Batches an epoch of n examples yields for sure on one input pipeline."""
     size = spec.batch_size
     if spec.kind == "image":
         count = _batches(n, size, spec.drop_remainder)
@@ -60,7 +75,7 @@ def epoch_batches(spec: PipelineSpec, view: SplitView) -> int | None:
             count = min(count, total(False))
     if count == 0 and n:
         raise UsageError(
-            f"batch_size {size} with drop_remainder: the {spec.split!r} split gives this "
+            f"batch_size {size} with drop_remainder: the {spec.split!r} split gives an input "
             f"pipeline {n} examples, not one full batch; lower batch_size or set "
             "drop_remainder=False"
         )
@@ -109,16 +124,20 @@ def run_epochs(plan: Any, epoch: Any, spec: PipelineSpec, seed: int) -> Any:
     return plan.flat_map(epoch)
 
 
-def example_epoch(source: Any, spec: PipelineSpec, keyed: bool, seed: int) -> Any:
+def example_epoch(
+    source: Any, spec: PipelineSpec, keyed: bool, seed: int, cut: int | None = None
+) -> Any:
     """One epoch of single examples from its key: shuffled by the key, each paired with its
     index (key + place in the epoch, which keys its augmentation), the first `skip` examples
-    left out before anything is decoded. Nothing cuts the epoch short: the cache under it
-    must see its end, or tf.data throws the cache away."""
+    left out before anything is decoded, and those past `cut` (`host_cut`). No `take` cuts the
+    epoch short: the cache under it must see its end, or tf.data throws the cache away."""
 
     def epoch(key: Any, skip: Any) -> Any:
         ds = source(key)
         if spec.shuffle_buffer:
             ds = keyed_shuffle(ds, spec.shuffle_buffer, key)
+        if cut is not None:  # read to the end, kept to the cut, before any decoding
+            ds = ds.enumerate().filter(lambda i, _: i < cut).map(lambda _, example: example)
         ds = numbered(ds, key, keyed, seed)
         return ds.skip(skip) if keyed else ds
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import tensorflow as tf
 
 from feedgpu.errors import UsageError
-from feedgpu.pipeline.epochs import epoch_batches
-from feedgpu.pipeline.split_view import SplitView, view_split
+from feedgpu.pipeline.epochs import epoch_batches, host_cut
+from feedgpu.pipeline.split_view import SplitView, per_replica, view_split
 from feedgpu.tf_private import trackable_base
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ class InputPosition(_Trackable):
         why = _refusal(spec)
         if why:
             raise UsageError(f"this pipeline cannot be resumed exactly: {why}")
+        spec = per_replica(spec, input_context)
         view = view_split(spec, input_context)
         count = epoch_batches(spec, view)
         if not count:
@@ -90,7 +91,7 @@ class InputPosition(_Trackable):
         # Images repeated run on as one stream of examples, their batches straddling epochs.
         self._straddle = spec.kind == "image" and spec.repeat
         self._batch_size = spec.batch_size
-        self._examples = view.num_examples
+        self._examples = host_cut(spec, view, count) or view.num_examples  # an image epoch
         self._unit = spec.batch_size if spec.kind == "image" else 1  # what an epoch skips
         self.fingerprint = pipeline_fingerprint(spec, view)
         with tf.init_scope(), tf.device("/cpu:0"):

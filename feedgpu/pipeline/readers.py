@@ -92,15 +92,17 @@ def read_blocks(
     """
     import tensorflow as tf
 
-    files = list(view.files)
+    # This host's pieces of shard files (`host_shares`): (path, records to skip, to read).
+    paths, skips, takes = zip(*view.pieces, strict=True)
+    pieces = (tf.constant(paths), tf.constant(skips, tf.int64), tf.constant(takes, tf.int64))
     if spec.shuffle_files and file_seed is not None:  # a stateless permutation: the key alone
         pair = tf.stack([tf.cast(file_seed, tf.int64), tf.constant(0, tf.int64)])
-        order = tf.random.experimental.stateless_shuffle(tf.range(len(files)), pair)
-        ds = tf.data.Dataset.from_tensor_slices(tf.gather(tf.constant(files), order))
+        order = tf.random.experimental.stateless_shuffle(tf.range(len(view.pieces)), pair)
+        ds = tf.data.Dataset.from_tensor_slices(tuple(tf.gather(c, order) for c in pieces))
     else:
-        ds = tf.data.Dataset.from_tensor_slices(files)
+        ds = tf.data.Dataset.from_tensor_slices(pieces)
         if spec.shuffle_files:
-            ds = ds.shuffle(len(files), seed=spec.seed, reshuffle_each_iteration=True)
+            ds = ds.shuffle(len(view.pieces), seed=spec.seed, reshuffle_each_iteration=True)
     parse_spec = view.schema.parse_spec()
     if columns is not None:
         parse_spec = {k: v for k, v in parse_spec.items() if k in columns}
@@ -110,7 +112,9 @@ def read_blocks(
         "deterministic": spec.deterministic,
     }
     if spec.ignore_errors:  # one record at a time, so a bad record costs only itself
-        ds = ds.interleave(_resilient_reader, **interleave)
+        ds = ds.interleave(
+            lambda path, skip, take: _resilient_reader(path).skip(skip).take(take), **interleave
+        )
         if "read" in stages.skip:
             ds = ds.take(HELD_RECORDS).cache().repeat()
         # A block whose lengths do not add up is skipped too.
@@ -125,7 +129,10 @@ def read_blocks(
         # Blocks are formed inside each file's reader: a parallel interleave costs more per
         # element than a text record's parsing, so handing over blocks reads several times more
         # records a second (benchmarks/RESULTS.md, "Parsing records one by one").
-        ds = ds.interleave(lambda path: _reader(path).batch(BLOCK), **interleave)
+        ds = ds.interleave(
+            lambda path, skip, take: _reader(path).skip(skip).take(take).batch(BLOCK),
+            **interleave,
+        )
         ds = ds.rebatch(BLOCK)  # whole blocks across files' ends: groups count on it
         if "read" in stages.skip:
             ds = ds.take(HELD_RECORDS // BLOCK).cache().repeat()

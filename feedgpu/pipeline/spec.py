@@ -112,7 +112,8 @@ class PipelineSpec:
     Attributes:
         data_dir: a dataset written by `feedgpu convert`.
         split: which split to read.
-        batch_size: examples per batch (per replica when an input context is given).
+        batch_size: examples per batch over all replicas (the global batch): with an input
+            context, each replica's pipeline batches batch_size / replicas.
         training: shuffle, augment and drop the last partial batch.
         kind: "image" or "text" (from the manifest).
         image_size: (height, width) of output images.
