@@ -7,9 +7,10 @@ CSV/JSONL label file. Each example holds the encoded image, label, relative path
 from __future__ import annotations
 
 import io
+import logging
 import math
 import os
-import warnings
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -31,6 +32,8 @@ from feedgpu.converters.listing import (
 from feedgpu.errors import UsageError
 from feedgpu.format import names
 from feedgpu.format.schema import Feature, Schema
+
+logger = logging.getLogger(__name__)
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff"})
 # Pillow's own default (about 89 MP): beyond it, decoding one file can take gigabytes.
@@ -121,15 +124,13 @@ def normalize_image(data: bytes, options: ImageOptions) -> tuple[bytes, int, int
 
     if not data:
         raise SkipItem("empty file", "0 bytes")
-    Image.MAX_IMAGE_PIXELS = options.max_pixels
+    # Opening reads the header only; the size is checked against --max-pixels right below, in
+    # its own words (Pillow's own check would name twice the limit).
+    Image.MAX_IMAGE_PIXELS = None
     try:
-        with warnings.catch_warnings():  # Pillow warns between 1x and 2x the limit: a skip here
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            img: Any = Image.open(io.BytesIO(data))
+        img: Any = Image.open(io.BytesIO(data))
     except UnidentifiedImageError:
         raise SkipItem("undecodable", "content is not a known image format") from None
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
-        raise SkipItem("decompression bomb", f"{e}; raise --max-pixels to allow") from None
     except Exception as e:  # Pillow's plugins raise many types on malformed headers
         raise _decode_error(e) from None
     width, height = img.size
@@ -194,11 +195,17 @@ class ImageProcessor:
 
     def process(self, item: tuple[str, str, int, int]) -> tuple[list[bytes], Mapping[str, float]]:
         """One example per image; see `normalize_image` for what is kept and what is skipped."""
-        rel, path, label, _ = item
+        rel, path, label, size = item
         try:
             data = storage.read_bytes(path)
         except OSError as e:
             raise SkipItem("unreadable", e.strerror or str(e)) from None
+        if len(data) != size:  # written to (or truncated) since the folder was listed
+            raise SkipItem(
+                "changed during conversion",
+                f"{size} bytes when listed, {len(data)} when read; re-run with --overwrite "
+                "to convert it as it is now",
+            )
         encoded, height, width, kept = normalize_image(data, self.options)
         example = _SCHEMA.encode(
             {"image": encoded, "label": label, "path": rel, "height": height, "width": width}
@@ -222,6 +229,32 @@ class ImageProcessor:
 
 def _is_image_name(name: str) -> bool:
     return os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
+
+
+def _say_thin_classes(labelled: list[tuple[str, SourceFile, str]], labels: list[str]) -> None:
+    """Warn of a dataset with one class (nothing to tell apart), and of a class a split has
+    none of: a hash split places each image by its path alone, so a class of 5 images lands
+    wholly in train a third of the time at 20% validation."""
+    if len(labels) == 1:
+        logger.warning(
+            "one class only (%r): a classifier has nothing to tell apart; put each class in a "
+            "folder of its own under SRC",
+            labels[0],
+        )
+    splits = sorted({s for s, _, _ in labelled}, key=names.split_order)
+    held = Counter((s, label) for s, _, label in labelled)
+    for split in splits if len(labels) > 1 else ():
+        missing = [label for label in labels if not held[split, label]]
+        if missing:
+            shown = ", ".join(repr(m) for m in missing[:5]) + (" ..." if len(missing) > 5 else "")
+            logger.warning(
+                "the %s split holds no image of %d class(es): %s; give those classes more "
+                "images, or lay out the splits as folders (SRC/%s/CLASS/...)",
+                split,
+                len(missing),
+                shown,
+                split,
+            )
 
 
 def plan_image_dataset(
@@ -265,6 +298,7 @@ def plan_image_dataset(
             "SRC/CLASS/*.jpg, SRC/train/CLASS/*.jpg, or a flat folder with --labels FILE"
         )
     label_names = sort_labels(label for _, _, label in labelled)
+    _say_thin_classes(labelled, label_names)
     index = {name: i for i, name in enumerate(label_names)}
     name = names.sanitize_name(options.name or os.path.basename(os.path.abspath(src)))
     tasks = []
@@ -327,16 +361,44 @@ def convert_images(
     storage.ensure_output_dir(out_dir)
     options = options or ImageOptions()
 
+    planned: list[DatasetPlan] = []
+
     def plan() -> DatasetPlan:
-        return plan_image_dataset(
-            src,
-            out_dir,
-            options,
-            labels_file=labels_file,
-            path_column=path_column,
-            label_column=label_column,
-            strict=run.strict,
+        planned.append(
+            plan_image_dataset(
+                src,
+                out_dir,
+                options,
+                labels_file=labels_file,
+                path_column=path_column,
+                label_column=label_column,
+                strict=run.strict,
+            )
         )
+        return planned[0]
 
     body = ItemShardBody(ImageProcessor(options), strict=run.strict)
-    return write_dataset(plan, body, run, unit="img")
+    report = write_dataset(plan, body, run, unit="img")
+    if planned and not report.already_done:
+        _say_changed_inputs(planned[0])
+    return report
+
+
+def _say_changed_inputs(plan: DatasetPlan) -> None:
+    """Warn when images changed size after they were read: the dataset holds them as first
+    read, and the next run of the same command refuses (the input files changed)."""
+    changed = []
+    for task in plan.tasks:
+        for _, path, _, size in task.items:
+            try:
+                if storage.file_size(path) != size:
+                    changed.append(path)
+            except OSError:
+                changed.append(path)
+    if changed:
+        logger.warning(
+            "%d image(s) changed while the conversion ran (first: %s): the dataset holds them "
+            "as first read; re-run with --overwrite when the folder is settled",
+            len(changed),
+            changed[0],
+        )

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import posixpath
+import shlex
 from typing import Any
 
 from feedgpu.convert.plan import Skip
@@ -40,8 +41,8 @@ def _class_column(file: str, rows: list[dict[str, Any]], candidates: list[str], 
     """The one column besides the path, with a value in every row, whose values repeat as
     classes do (at most one distinct value per two rows, at least two): `species` beside a
     free-text `notes`. Otherwise a UsageError that lists what was seen and names the flag."""
-    distinct = {c: len({str(r.get(c) or "").strip() for r in rows} - {""}) for c in candidates}
-    full = [c for c in candidates if all(str(r.get(c) or "").strip() for r in rows)]
+    distinct = {c: len({_cell(r.get(c)) for r in rows} - {""}) for c in candidates}
+    full = [c for c in candidates if all(_cell(r.get(c)) for r in rows)]
     classes = [c for c in full if 2 <= distinct[c] <= len(rows) / 2]
     if len(classes) == 1:
         logger.warning(
@@ -49,11 +50,16 @@ def _class_column(file: str, rows: list[dict[str, Any]], candidates: list[str], 
         )
         return classes[0]
     seen = ", ".join(f"{c} ({distinct[c]} distinct)" for c in candidates) or "none"
-    example = f" {classes[0]}" if classes else " NAME"
+    example = f" {shlex.quote(classes[0])}" if classes else " NAME"
     raise UsageError(
         f"{file}: cannot tell which column holds the label (path column {pcol!r}; others, of "
         f"{len(rows)} rows: {seen}); name it with --label-column{example}"
     )
+
+
+def _cell(value: Any) -> str:
+    """A label cell as text: 0 and False are values, only a missing cell is empty."""
+    return "" if value is None else str(value).strip()
 
 
 def normalize_rel(path: str, src: str) -> str:

@@ -76,9 +76,10 @@ def ensure_output_dir(path: str, finished_marker: str = "manifest.json") -> None
     """Make path a folder this process can write in, or say in one line why it cannot be.
 
     Checked before any work (listing, a vocabulary to train): a conversion that can only fail
-    at its end fails first. A folder holding a finished dataset (finished_marker) is left to
-    the run, whose re-run writes nothing: it may sit on a read-only disk. Remote stores are
-    checked by their first write.
+    at its end fails first. Folders made for the check are removed again, so a run that fails
+    before writing (a SRC that does not exist) leaves no empty OUT. A folder holding a finished
+    dataset (finished_marker) is left to the run, whose re-run writes nothing: it may sit on a
+    read-only disk. Remote stores are checked by their first write.
 
     Raises:
         UsageError: path is empty, a file, under a file, or cannot be created or written.
@@ -89,6 +90,10 @@ def ensure_output_dir(path: str, finished_marker: str = "manifest.json") -> None
         raise UsageError("output: an empty path; give a folder")
     if os.path.isfile(os.path.join(path, finished_marker)):
         return
+    top = os.path.abspath(path)  # the topmost folder this check creates, removed after it
+    while not os.path.exists(os.path.dirname(top)) and os.path.dirname(top) != top:
+        top = os.path.dirname(top)
+    created = None if os.path.exists(top) else top
     try:
         os.makedirs(path, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".feedgpu-probe-", dir=path)
@@ -96,6 +101,9 @@ def ensure_output_dir(path: str, finished_marker: str = "manifest.json") -> None
         os.remove(probe)
     except OSError as e:
         raise UsageError(output_error(path, e)) from None
+    finally:  # the run makes OUT once it has something to write: a failed plan leaves none
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
 
 
 def output_error(path: str, e: OSError) -> str:
@@ -209,6 +217,22 @@ def read_bytes(path: str) -> bytes:
     except tf.errors.OpError as e:
         raise OSError(e.message) from e
     return remote
+
+
+def file_size(path: str) -> int:
+    """A file's size in bytes.
+
+    Raises:
+        OSError: it does not exist or cannot be read.
+    """
+    if not is_remote(path):
+        return os.path.getsize(path)
+    import tensorflow as tf
+
+    try:
+        return int(_gfile().stat(path).length)
+    except tf.errors.OpError as e:
+        raise OSError(e.message) from e
 
 
 def walk_files(root: str) -> list[tuple[str, int, int]]:

@@ -53,7 +53,7 @@ def test_a_saved_model_is_measured_with_its_own_step_at_its_own_image_size(
     report = bench_input(images, BenchOptions(model=model, **QUICK), setup=setup)
     assert report.model == "my_cnn (yours)" and report.kind == "image"
     assert report.spec is not None and report.spec.image_size == (24, 24)  # from the model
-    assert report.ceiling.num_steps >= 20 and report.end_to_end.num_steps >= 20
+    assert report.ceiling.num_steps >= 5 and report.end_to_end.num_steps >= 5
     assert report.end_to_end.loss_last is not None
     assert report.ceiling.spread is not None and report.ceiling.spread.rounds == 5
     jsonschema.validate(report.to_json(), BENCH_REPORT_SCHEMA)
@@ -142,7 +142,7 @@ def test_your_own_dataset_alone_and_beside_feedgpus(
     )
     assert yours.data_dir == "your tf.data pipeline" and yours.spec is None
     assert yours.ablation is None and any("ablation needs a feedgpu" in n for n in yours.notes)
-    assert yours.batch_size == 8 and yours.end_to_end.num_steps >= 20
+    assert yours.batch_size == 8 and yours.end_to_end.num_steps >= 5
     jsonschema.validate(yours.to_json(), BENCH_REPORT_SCHEMA)
     both = bench_input(
         images, BenchOptions(model=model, **QUICK), dataset=_user_images(), setup=setup
@@ -205,6 +205,6 @@ def test_a_model_xla_cannot_compile_is_measured_without_it_and_says_so(images: s
         images, BenchOptions(model=model, **QUICK), setup=resolve_devices(DeviceConfig(xla=True))
     )
     assert any("does not compile with XLA" in note for note in report.notes), report.notes
-    assert report.end_to_end.num_steps >= 20 and "note: the model's train step" in render_report(
+    assert report.end_to_end.num_steps >= 5 and "note: the model's train step" in render_report(
         report
     )

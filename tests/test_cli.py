@@ -16,7 +16,7 @@ from feedgpu.format.records import decode_example, encode_example, frame_record,
 def fresh_python(code: str) -> subprocess.CompletedProcess[str]:
     """Run code in a new interpreter (imports start from nothing); it must succeed."""
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr
     return result

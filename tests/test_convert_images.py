@@ -164,6 +164,12 @@ def test_decompression_bomb_limit_is_configurable(tmp_path: Path, image_folder: 
         convert_images(str(image_folder), str(out), options, quiet=True)
     report = convert_images(str(image_folder), str(out), options, quiet=True, allow_skips=True)
     assert report.skipped_by_reason == {"decompression bomb": 36}
+    # Over twice the limit too, the reason names the limit given (not Pillow's twice it).
+    options = ImageOptions(max_pixels=1000)
+    report = convert_images(str(image_folder), str(tmp_path / "o2"), options, quiet=True,
+                            allow_skips=True)  # fmt: skip
+    details = [json.loads(line)["detail"] for line in (tmp_path / "o2/skipped.jsonl").open()]
+    assert len(details) == 36 and all("over the 1000 limit" in d for d in details), details[:2]
 
 
 def test_labels_file_for_flat_folder(tmp_path: Path, image_folder: Path) -> None:
@@ -266,3 +272,55 @@ def test_dash_in_name_is_sanitised_for_tfds(tmp_path: Path, image_folder: Path) 
     convert_images(str(image_folder), str(out), ImageOptions(name="my-photos v2"), quiet=True)
     assert read_manifest(str(out)).to_json()["name"] == "my_photos_v2"
     assert len(list(tfds.builder_from_directory(str(out)).as_dataset(split="train"))) == 36
+
+
+def test_a_class_a_split_misses_and_a_single_class_are_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from feedgpu.samples import write_sample_images
+
+    src = tmp_path / "src"
+    write_sample_images(str(src), num_classes=2, images_per_class=12, sizes=((24, 16),))
+    (src / "owl").mkdir()
+    (src / "dog" / "00000.jpg").rename(src / "owl" / "only.jpg")  # one image: in one split
+    split = ImageOptions(split="train=0.5,validation=0.5", seed=0)
+    with caplog.at_level("WARNING", logger="feedgpu.converters.images"):
+        convert_images(str(src), str(tmp_path / "out"), split, quiet=True)
+    said = [r.getMessage() for r in caplog.records if "holds no image of" in r.getMessage()]
+    assert len(said) == 1 and "holds no image of 1 class(es): 'owl'" in said[0], said
+    caplog.clear()
+    one = tmp_path / "one"
+    (one / "cats").mkdir(parents=True)
+    for image in list((src / "cat").iterdir())[:4]:
+        image.rename(one / "cats" / image.name)
+    with caplog.at_level("WARNING", logger="feedgpu.converters.images"):
+        convert_images(str(one), str(tmp_path / "o1"), quiet=True)
+    assert "one class only ('cats')" in caplog.text
+
+
+def test_images_that_change_during_the_run_are_skipped_or_said(
+    tmp_path: Path, image_folder: Path, monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    from feedgpu.converters import images
+
+    files = sorted(image_folder.rglob("*.jpg"))
+    real_plan, real_process = images.plan_image_dataset, images.ImageProcessor.process
+
+    def plan(*args, **kwargs):  # listed, then truncated before it is read
+        made = real_plan(*args, **kwargs)
+        files[0].write_bytes(files[0].read_bytes()[:100])
+        return made
+
+    def process(self, item):  # read, then written to
+        out = real_process(self, item)
+        if item[1] == str(files[1]):
+            with open(files[1], "ab") as f:
+                f.write(b"more")
+        return out
+
+    monkeypatch.setattr(images, "plan_image_dataset", plan)
+    monkeypatch.setattr(images.ImageProcessor, "process", process)
+    with caplog.at_level("WARNING", logger="feedgpu.converters.images"):
+        report = convert_images(str(image_folder), str(tmp_path / "out"), quiet=True, workers=1)
+    assert report.skipped_by_reason == {"changed during conversion": 1}
+    assert "2 image(s) changed while the conversion ran" in caplog.text

@@ -114,6 +114,21 @@ def test_a_conversion_that_keeps_almost_nothing_fails_until_accepted(
         image.with_suffix(".xml").write_text("<annotation/>")
     report = feedgpu.convert_images(str(photos), str(tmp_path / "i"), quiet=True)
     assert report.num_examples == 6 and report.skipped_by_reason == {"not an image": 6}
+    # An asset folder: sounds, vector art and scripts outnumber the images 12 to 1.
+    for image in photos.rglob("*.jpg"):
+        for i, ext in enumerate((".wav", ".svg", ".json", ".ogg") * 3):
+            (image.parent / f"{image.stem}_{i}{ext}").write_text("sidecar")
+    report = feedgpu.convert_images(str(photos), str(tmp_path / "assets"), quiet=True)
+    assert report.num_examples == 6 and report.skipped_by_reason == {"not an image": 78}
+    # ...and the same folder without its images still fails, in one line.
+    for image in photos.rglob("*.jpg"):
+        image.unlink()
+    assert main(["convert", "images", str(photos), str(tmp_path / "none"), "--quiet"]) == 2
+    assert "no labelled images found" in _one_line_error(capsys)
+    assert not (tmp_path / "none").exists()  # a run that fails before writing leaves no OUT
+    missing = ["convert", "images", str(tmp_path / "nowhere"), str(tmp_path / "a/b"), "--quiet"]
+    assert main(missing) == 2 and "nowhere" in _one_line_error(capsys)
+    assert not (tmp_path / "a").exists()
 
 
 def test_a_label_csv_inside_the_folder_counts_each_file_once(tmp_path: Path, photos: Path) -> None:
@@ -144,6 +159,27 @@ def test_a_label_csv_inside_the_folder_counts_each_file_once(tmp_path: Path, pho
         feedgpu.convert_images(str(flat), str(tmp_path / "o2"), labels_file=str(labels),
                                quiet=True)  # fmt: skip
     assert str(refused.value).endswith("name it with --label-column species")
+    # A column name with spaces is suggested quoted, so that it can be pasted into a shell.
+    labels.write_text("\n".join(both).replace("species", " Kind ") + "\n")
+    with pytest.raises(UsageError) as refused:
+        feedgpu.convert_images(str(flat), str(tmp_path / "o3"), labels_file=str(labels),
+                               quiet=True)  # fmt: skip
+    assert str(refused.value).endswith("name it with --label-column ' Kind '")
+
+
+def test_a_label_of_zero_is_a_label(tmp_path: Path, photos: Path) -> None:
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    rows = []
+    for i, image in enumerate(sorted(photos.rglob("*.jpg"))):
+        (flat / f"img_{i}.jpg").write_bytes(image.read_bytes())
+        rows.append(json.dumps({"file": f"img_{i}.jpg", "y": i % 3}))
+    labels = flat / "labels.jsonl"
+    labels.write_text("\n".join(rows) + "\n")
+    report = feedgpu.convert_images(str(flat), str(tmp_path / "out"), labels_file=str(labels),
+                                    quiet=True)  # fmt: skip
+    assert report.num_examples == 6
+    assert feedgpu.read_manifest(str(tmp_path / "out")).label_names == ("0", "1", "2")
 
 
 def test_one_corpus_file_is_a_source(tmp_path: Path, vocab_txt: Path) -> None:
@@ -222,7 +258,7 @@ def test_a_script_without_the_main_guard_fails_in_one_line(
     script.write_text(body)
     done = subprocess.run(
         [sys.executable, str(script), str(photos), str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=180, cwd=ROOT,
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
     )  # fmt: skip
     if guarded:
         assert done.returncode == 0 and done.stdout.strip() == "converted", done.stderr[-2000:]
@@ -240,7 +276,7 @@ def test_a_script_without_tensorflow_needs_no_main_guard(tmp_path: Path, photos:
     script.write_text(UNGUARDED.replace("import tensorflow", "import os"))
     done = subprocess.run(
         [sys.executable, str(script), str(photos), str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=180, cwd=ROOT,
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0 and done.stdout.strip() == "converted", done.stderr[-2000:]
 

@@ -127,6 +127,7 @@ def test_saved_runs_side_by_side(run: dict[str, Any], tmp_path: Path, capsys) ->
     after = tmp_path / "after.json"
     before.write_text(json.dumps(run["json"]))
     changed = dict(run["json"], verdict="saturated", input_share=0.01)
+    changed["spec"] = dict(changed["spec"], shuffle_buffer=7)
     after.write_text(json.dumps(changed))
     out = tmp_path / "compare.html"
     assert main(["report", str(before), str(after), "-o", str(out)]) == 0
@@ -135,6 +136,24 @@ def test_saved_runs_side_by_side(run: dict[str, Any], tmp_path: Path, capsys) ->
     assert "<td>before</td>" in page and "<td>after</td>" in page
     assert "data-chart='compared'" in page and "<td class='num'>1.0%</td>" in page
     assert page.count("id='verdict-") == 2 and "id='verdict'" not in page  # one id a run
+    # each run's data, and what changed from the first
+    assert f"<td>{run['json']['data_dir']} [train]</td>" in page
+    assert (
+        "<th>changed from the first</th>" in page
+        and "shuffle_buffer " in page
+        and " -&gt; 7" in page
+    )
+
+
+def test_an_image_page_shows_image_fields_only_and_wraps_long_cells(run: dict[str, Any]) -> None:
+    page = run["html"]
+    assert "<td>image_size</td>" in page
+    assert "<td>max_length</td>" not in page and "<td>pad_id</td>" not in page
+    assert "overflow-wrap: anywhere" in page  # a stage's long path wraps, never scrolls
+    traced = [s for s in run["json"]["stages"]["stages"] if s.get("autotune")]
+    assert not run["json"]["spec"]["autotune"]
+    if traced:  # an AUTOTUNE value with the autotuner off is not "autotune yes"
+        assert "<td>AUTOTUNE value, autotuner off</td>" in page
 
 
 def test_a_file_that_is_not_a_report_is_one_line(tmp_path: Path, capsys) -> None:

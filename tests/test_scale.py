@@ -11,6 +11,7 @@ import posixpath
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -189,7 +190,10 @@ def test_serve_commands_report_their_address_and_stop_on_sigterm(tmp_path: Path)
             stderr=subprocess.DEVNULL,
             text=True,
         )
+        watchdog = threading.Timer(300, proc.kill)  # a child that never starts fails, not hangs
+        watchdog.start()
         line = proc.stdout.readline().strip()  # type: ignore[union-attr]
+        watchdog.cancel()
         return proc, line
 
     dispatcher, line = start("dispatcher", "--port", "0", "--work-dir", str(tmp_path / "journal"))

@@ -105,13 +105,28 @@ def test_summary_of_many_counts_at_once_is_one_value_at_a_time() -> None:
     assert empty.to_json() == {}
 
 
+def _group_alive(group: int) -> bool:
+    """Whether a process of this process group is still running (not a zombie)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z" and int(fields[2]) == group:
+            return True
+    return False
+
+
 def test_kill_minus_nine_then_resume_gives_identical_bytes(tmp_path: Path) -> None:
     src = tmp_path / "src"
     write_sample_images(str(src), num_classes=2, images_per_class=60, sizes=((160, 120),))
     args = ["convert", "images", str(src), "--num-shards", "12", "--verify", "full", "--quiet"]
     killed = tmp_path / "killed"
     cmd = [sys.executable, "-m", "feedgpu", *args[:3], str(killed), *args[3:], "--workers", "2"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if killed.exists() and any(
@@ -122,7 +137,11 @@ def test_kill_minus_nine_then_resume_gives_identical_bytes(tmp_path: Path) -> No
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (killed / "feedgpu.json").exists(), "the run finished before it could be killed"
-    time.sleep(0.5)  # orphaned workers notice their parent is gone and exit
+    # Orphaned workers notice their parent is gone and exit: wait for the last of the group.
+    deadline = time.monotonic() + 120
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _group_alive(proc.pid), "the killed run's workers did not exit"
     resumed = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     from feedgpu.cli import main

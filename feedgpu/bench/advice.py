@@ -5,6 +5,7 @@ more cores or service workers would not change it, and the advice never says the
 from __future__ import annotations
 
 from feedgpu.bench.report import SATURATED_SHARE, BenchReport
+from feedgpu.bench.train_step import xla_note
 
 # A gap to the ceiling larger than the input wait by this much means the steps themselves run
 # slower end to end: the pipeline and the model compete for the host (benchmarks/RESULTS.md,
@@ -78,3 +79,35 @@ def _wait_source(report: BenchReport, headroom: float) -> str:
         "as when the prefetch buffer drains while the host is busy elsewhere: check that "
         "nothing else runs on this host, and measure with more --seconds"
     )
+
+
+def notes_for(report: BenchReport) -> tuple[str, ...]:
+    """What the measurement adds to its numbers, one line each, kept in the report itself so
+    the terminal, the JSON and the page say the same: a phase the time cap cut short, a gap to
+    the ceiling that is not input wait, the first step's compile time, the other XLA choice."""
+    c, e = report.ceiling, report.end_to_end
+    notes = [
+        f"{name} timed only {rate.num_steps} steps ({rate.total_s:.0f} s, the cap): its spread "
+        "is wide; raise --max-seconds or lower --batch-size"
+        for name, rate in (("compute ceiling", c), ("end to end", e))
+        if rate.stopped_early
+    ]
+    slower = contention(report)
+    if slower and not report.measurement_problem:
+        # Said so as not to contradict an input-bound verdict: then it is the rest of the gap.
+        lead = (
+            "the gap to the ceiling is not input wait"
+            if report.input_share < SATURATED_SHARE
+            else f"input wait explains {report.input_share:.0%} of step time, and the rest of "
+            "the gap is not input wait"
+        )
+        notes.append(
+            f"{lead}: steps compute {slower:.2f}x slower end to end "
+            f"({e.step_ms_median - e.wait_ms_median:.0f} vs {c.step_ms_median:.0f} ms) because "
+            "the pipeline competes with the model for the host"
+            + (" (expected on a CPU-only host)" if report.device.device_type == "CPU" else "")
+        )
+    if report.run and report.run.compile_s >= 1:
+        notes.append(f"the first step compiled in {report.run.compile_s:.0f} s (not timed)")
+    other = xla_note(report.run, c.step_ms_median) if report.run else None
+    return (*notes, *([other] if other else []))

@@ -33,8 +33,9 @@ class DeviceConfig:
             (tensor cores), mixed_bfloat16 on CPUs with AMX bfloat16 units, float32
             elsewhere; or name a Keras dtype policy explicitly.
         xla: compile the train step with XLA (`jit_compile=True`): "on", "off", or "auto":
-            the built-in models on, your own model as it was compiled (its `jit_compile`, which
-            Keras resolves when compiling: off on CPU-only hosts and under tf.distribute).
+            the built-in models on a GPU (off on CPU-only hosts, as Keras's own "auto": a
+            minute-long compile for a short CPU run), your own model as it was compiled (its
+            `jit_compile`, which Keras resolves when compiling).
             True and False mean "on" and "off".
         strategy: "auto" mirrors over several GPUs and uses the default strategy otherwise;
             "multi_worker" is MultiWorkerMirroredStrategy over the hosts TF_CONFIG names.
@@ -188,7 +189,7 @@ def resolve_devices(config: DeviceConfig | None = None, notes: tuple[str, ...] =
         gpus=tuple(g.name for g in gpus),
         compute_capability=tuple(capability) if capability else None,
         precision=precision,
-        xla=config.xla != "off",
+        xla=config.xla == "on" or (config.xla == "auto" and bool(gpus)),
         strategy=strategy,
         notes=tuple(notes_list),
         xla_rule=str(config.xla),

@@ -223,7 +223,12 @@ def _bench_feedgpu(
         options.ablation == "auto" and measured.end_to_end.input_share >= SATURATED_SHARE
     ):
         split_bytes = manifest.split(spec.split).num_bytes
-        ablation = run_ablation(spec, options.stages, rate, split_bytes)
+        longest = (
+            (manifest.statistics.get("width") or {}).get("max"),
+            (manifest.statistics.get("height") or {}).get("max"),
+        )
+        stored = manifest.options.get("max_size") or max((s for s in longest if s), default=None)
+        ablation = run_ablation(spec, options.stages, rate, split_bytes, stored)
     shown = ablation.best_spec if ablation else spec  # the spec the report shows
     # A compared run's report is only a line beside the user's: nothing to trace for it. The
     # shown spec's pipeline, built anew (an empty cache: the stages under it run and are traced).

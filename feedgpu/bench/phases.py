@@ -7,14 +7,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from feedgpu.bench.advice import advice_for
+from feedgpu.bench.advice import advice_for, notes_for
 from feedgpu.bench.device import DeviceSetup
 from feedgpu.bench.options import BenchOptions
 from feedgpu.bench.records import PipelineRate, StepRate
 from feedgpu.bench.report import BenchReport
 from feedgpu.bench.rounds import ModelRun, PhaseProgress, measure_model
 from feedgpu.bench.stage_settings import StageSettings, trace_stage_settings
-from feedgpu.bench.train_step import TrainStep, time_other_xla
+from feedgpu.bench.train_step import StepSettings, TrainStep, time_other_xla
 
 
 def measure_step(
@@ -52,23 +52,37 @@ def make_report(
     **fields: Any,
 ) -> BenchReport:
     """A BenchReport of what both kinds of run measure, with the fields that tell them apart;
-    a step's note (no XLA) joins the notes, and the advice follows from the whole."""
+    a step's note (no XLA) joins the notes, and the notes and advice follow from the whole.
+    The device section says what ran: a model of the user's keeps its own precision and XLA."""
     note = getattr(train.step, "note", None)
+    run = train.settings(measured.other_xla_ms, measured.compile_s)
+    device = device_as_run(setup, run)
     report = BenchReport(
         environment=environment(setup),
         model=train.name,
         accumulate=options.accumulate,
-        device=setup,
+        device=device,
         pipeline=alone,
         ceiling=measured.ceiling,
         end_to_end=measured.end_to_end,
         gpu_utilization=measured.monitor.utilization,
         gpu_note=measured.monitor.unavailable,
         seconds=options.seconds,
-        run=train.settings(measured.other_xla_ms, measured.compile_s),
+        run=run,
         **{**fields, "notes": (*fields.get("notes", ()), *([note] if note else []))},
     )
+    report = replace(report, notes=(*notes_for(report), *report.notes))
     return replace(report, advice=advice_for(report))
+
+
+def device_as_run(setup: DeviceSetup, run: StepSettings) -> DeviceSetup:
+    """The device set-up with the precision and XLA the timed step ran with (a model of the
+    user's keeps its own), and without the note of a precision it did not use: one truth per
+    fact in the report."""
+    if (run.policy, run.xla) == (setup.precision, setup.xla):
+        return setup
+    kept = tuple(n for n in setup.notes if not n.startswith(f"{setup.precision}:"))
+    return replace(setup, precision=run.policy, xla=run.xla, notes=kept)
 
 
 def traced_stages(

@@ -3,10 +3,8 @@ and what to change."""
 
 from __future__ import annotations
 
-from feedgpu.bench.advice import contention
-from feedgpu.bench.report import SATURATED_SHARE, BenchReport
+from feedgpu.bench.report import BenchReport
 from feedgpu.bench.spread import Spread
-from feedgpu.bench.train_step import xla_note
 
 
 def _range(spread: Spread | None, form: str) -> str:
@@ -47,14 +45,6 @@ def render_report(report: BenchReport) -> str:
         lines.append(f"profile: tensorboard --logdir {report.profile_dir} (Profile tab)")
     if report.compared:
         lines += _side_by_side_lines(report)
-    if report.run:
-        if report.run.compile_s >= 1:
-            lines.append(
-                f"note: the first step compiled in {report.run.compile_s:.0f} s (not timed)"
-            )
-        other = xla_note(report.run, report.ceiling.step_ms_median)
-        if other:
-            lines.append(f"note: {other}")
     lines.extend(f"note: {note}" for note in (*report.notes, *report.device.notes))
     return "\n".join(lines)
 
@@ -84,19 +74,12 @@ def _table_lines(report: BenchReport) -> list[str]:
             f"  {name:<18}{rate.examples_per_s:>12.1f}{_range(rate.spread, '.0f'):>17}  "
             f"{steps:>18}  {wait:>22}"
         )
-    for name, rate in (("compute ceiling", c), ("end to end", e)):
-        if rate.stopped_early:
-            lines.append(
-                f"note: {name} timed only {rate.num_steps} steps ({rate.total_s:.0f} s, the "
-                "cap): its spread is wide; raise --max-seconds or lower --batch-size"
-            )
     return lines
 
 
 def _verdict_lines(report: BenchReport) -> list[str]:
-    """The verdict with its share, a measurement problem, and where a gap that is not input
-    wait comes from (the pipeline and the model sharing the host)."""
-    e, c = report.end_to_end, report.ceiling
+    """The verdict with its share, and a measurement problem."""
+    e = report.end_to_end
     low, high = report.verdict_range
     if report.verdict == "uncertain":
         reason = report.uncertain_reason
@@ -121,22 +104,6 @@ def _verdict_lines(report: BenchReport) -> list[str]:
         ]
     if report.measurement_problem:
         lines.append(f"measurement problem: {report.measurement_problem}")
-    compute_ms = e.step_ms_median - e.wait_ms_median
-    slower = contention(report)
-    if slower and not report.measurement_problem:
-        # Said so as not to contradict an input-bound verdict: then it is the rest of the gap.
-        lead = (
-            "the gap to the ceiling is not input wait"
-            if report.input_share < SATURATED_SHARE
-            else f"input wait explains {report.input_share:.0%} of step time, and the rest of "
-            "the gap is not input wait"
-        )
-        lines.append(
-            f"note: {lead}: steps compute "
-            f"{slower:.2f}x slower end to end ({compute_ms:.0f} vs "
-            f"{c.step_ms_median:.0f} ms) because the pipeline competes with the model for the host"
-            + (" (expected on a CPU-only host)" if report.device.device_type == "CPU" else "")
-        )
     return lines
 
 
@@ -178,7 +145,7 @@ def _ablation_lines(report: BenchReport) -> list[str]:
     a = report.ablation
     assert a is not None
     lines: list[str] = []
-    lines.append("ablation (pipeline alone; each stage made free in turn):")
+    lines.append("ablation (pipeline alone; each stage made free in turn; wall time saved):")
     lines.append(
         f"  {'baseline':<22}{a.baseline_examples_per_s:>12.1f}"
         f"{_range(a.baseline_spread, '.0f'):>17}"

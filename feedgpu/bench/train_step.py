@@ -111,7 +111,8 @@ def train_step_for(
         policy = str(getattr(getattr(model, "dtype_policy", None), "name", setup.precision))
         return TrainStep(step, f"{model.name} (yours)", policy, step.compiled_as)
     workload = build_workload(kind, size, setup, **shape)
-    reason = {"on": "--xla on", "off": "--xla off"}.get(setup.xla_rule, "built-in model")
+    auto = "built-in model on a GPU" if setup.xla else "built-in model on a CPU-only host"
+    reason = {"on": "--xla on", "off": "--xla off"}.get(setup.xla_rule, auto)
 
     def built(xla: bool, why: str) -> _BuiltinStep:
         return _BuiltinStep(

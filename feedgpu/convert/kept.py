@@ -4,8 +4,9 @@ A run fails (exit 1) when more inputs were skipped for one reason than were conv
 record of 12,462 holding the `--text-field` given, an image folder given to `convert text`. Its
 finished shards stay in OUT (no manifest: not a dataset yet), its reasons in skipped.jsonl; the
 same command with `--allow-skips` finishes the dataset at once. Hidden files (.DS_Store, .git)
-never count: no one means them as inputs. A folder of images with one sidecar file each (1:1)
-still converts.
+never count: no one means them as inputs; nor, for images, files the extension rule never
+opens (an asset folder's sounds, SVGs and JSON sidecars, however many): a folder with no image
+at all fails at planning instead ("no labelled images found").
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ from collections.abc import Iterable
 from feedgpu.convert.plan import Skip
 from feedgpu.errors import InputError
 
-NOT_COUNTED = frozenset({"hidden"})
+# Skip reasons that are not inputs which failed, by converter.
+NOT_COUNTED = {"images": frozenset({"hidden", "not an image"}), "text": frozenset({"hidden"})}
 
 # What to change, for the reasons a wrong option or a wrong folder causes, by converter.
 ADVICE = {
     ("images", "no label"): "put the images in class folders (SRC/CLASS/...), or list them in "
     "the --labels file",
-    ("images", "not an image"): "give the folder that holds the images",
     ("images", "missing file"): "check the label file's paths (relative to SRC)",
     ("images", "decompression bomb"): "raise --max-pixels if these huge images are meant",
     ("images", "undecodable"): "check that these files are images (--strict names the first)",
@@ -44,7 +45,7 @@ def check_kept(
         kept: inputs converted (images, or text documents).
         converter: "images" or "text", for what to change.
     """
-    counts = Counter(s.reason for s in skips if s.reason not in NOT_COUNTED)
+    counts = Counter(s.reason for s in skips if s.reason not in NOT_COUNTED[converter])
     if allow or not counts:
         return
     reason, skipped = counts.most_common(1)[0]

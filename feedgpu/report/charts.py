@@ -234,7 +234,8 @@ def compared(runs: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> Any:
     left.set_yticks([i + height for i in range(len(runs))], labels)
     left.invert_yaxis()
     left.set_xlabel("examples/s")
-    left.legend(frameon=False, fontsize=8)
+    # above the bars, never over them
+    left.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncol=3, frameon=False, fontsize=8)
     shares = [100 * r["input_share"] for r in runs]
     right.barh(
         range(len(runs)), shares, color=[VERDICT_COLOURS.get(r["verdict"], UNKNOWN) for r in runs]

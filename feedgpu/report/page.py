@@ -10,6 +10,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from feedgpu.pipeline.spec_checks import ONLY_FOR, other_kind
 from feedgpu.report import charts
 
 _STYLE = """
@@ -21,7 +22,8 @@ h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 28px 0 8p
 .banner .verdict { font-size: 22px; font-weight: 600; }
 .banner ul { margin: 8px 0 0; padding-left: 20px; }
 table { border-collapse: collapse; margin: 6px 0; } td, th { padding: 3px 10px;
-        border-bottom: 1px solid #eee; text-align: left; vertical-align: top; }
+        border-bottom: 1px solid #eee; text-align: left; vertical-align: top;
+        overflow-wrap: anywhere; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .muted { color: #777; } figure { margin: 8px 0; } figure svg { max-width: 100%; height: auto; }
 @media print { body { margin: 0; } .banner { -webkit-print-color-adjust: exact;
@@ -162,8 +164,13 @@ def _ablation(report: Mapping[str, Any]) -> str:
         ]
         for r in a["rows"]
     ]
-    head = ["variant", "examples/s", "p10-p90", "vs baseline", "ms saved/example", "effect"]
-    base = f"<p>Baseline: {a['baseline_examples_per_s']:,.1f} examples/s.</p>"
+    head = ["variant", "examples/s", "p10-p90", "vs baseline", "wall ms saved/example", "effect"]
+    base = (
+        f"<p>Baseline: {a['baseline_examples_per_s']:,.1f} examples/s. A saving is wall time "
+        "per example of the pipeline alone; the capacity plan counts CPU time summed over "
+        "cores, so a stage that leaves cores idle (waiting on a sequential step or on I/O) "
+        "saves more wall time than the whole pipeline's CPU per example.</p>"
+    )
     chart = _figure("ablation", charts.ablation(a["rows"], a["baseline_examples_per_s"]))
     return base + chart + _table(rows, head, numeric=(1, 2, 3, 4))
 
@@ -178,7 +185,7 @@ def _effect(row: Mapping[str, Any]) -> str:
 def _capacity(report: Mapping[str, Any]) -> str:
     plan = report["capacity"]
     rows = [
-        ["host CPU per example", f"{plan['host_cpu_ms_per_example']:.3f} ms"],
+        ["host CPU per example (summed over cores)", f"{plan['host_cpu_ms_per_example']:.3f} ms"],
         [
             "cores to feed the ceiling",
             f"{plan['cores_needed']:.2f} (this host: {plan['host_cores']})",
@@ -201,7 +208,8 @@ def _pipeline(report: Mapping[str, Any]) -> str:
         decisions = "<p class='muted'>Your own tf.data pipeline: no feedgpu spec.</p>"
     else:
         reasons = dict(report.get("spec_reasons") or [])
-        rows = [[k, v, reasons.get(k, "")] for k, v in sorted(spec.items())]
+        other = ONLY_FOR[other_kind(report["kind"])]  # an image run has no max_length
+        rows = [[k, v, reasons.get(k, "")] for k, v in sorted(spec.items()) if k not in other]
         host = "chosen on the host it runs on (not saved with the spec)"
         rows += [[k, host, why] for k, why in sorted(reasons.items()) if k not in spec]
         decisions = _table(rows, ["field", "value", "why"])
@@ -218,6 +226,8 @@ def _pipeline(report: Mapping[str, Any]) -> str:
                 span = s.get("ranges", {}).get(name)
                 shown = f"{value} (traced {span[0]}-{span[1]})" if span else value
                 auto = {True: "yes", False: "no", None: "-"}[s.get("autotune")]
+                if s.get("autotune") and spec is not None and not spec.get("autotune"):
+                    auto = "AUTOTUNE value, autotuner off"  # fixed when the pipeline starts
                 rows.append([s["stage"], name, shown, auto, s["path"]])
         seen = [s["stage"] for s in stages["stages"]]
         for kind, (what, prefixes) in _PARALLEL_STAGES.items():
@@ -264,8 +274,11 @@ def render_html(report: Mapping[str, Any]) -> str:
 
 def _run_sections(report: Mapping[str, Any], suffix: str = "") -> list[str]:
     """One run's banner and sections, their anchors ending in suffix (several runs a page)."""
+    notes = [*(report.get("notes") or []), *(report["device"].get("notes") or [])]
+    listed = "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>"
     return [
         banner(report, f"verdict{suffix}"),
+        *([_section(f"notes{suffix}", "Notes", listed)] if notes else []),
         _section(f"rates{suffix}", "Rates", _rates(report)),
         _section(f"steps{suffix}", "Steps", _steps(report)),
         _section(f"ablation{suffix}", "What each input stage costs", _ablation(report)),
@@ -281,6 +294,9 @@ def render_comparison(reports: Sequence[Mapping[str, Any]], labels: Sequence[str
     rows = [
         [
             label,
+            f"{r['data_dir']} [{r['split']}]",
+            f"{r['model']}, batch {r['batch_size']}",
+            _changed(r, reports[0]) if i else "(the first run)",
             r["verdict"],
             f"{r['input_share']:.1%}",
             f"{r['pipeline']['examples_per_s']:,.1f}",
@@ -288,10 +304,11 @@ def render_comparison(reports: Sequence[Mapping[str, Any]], labels: Sequence[str
             f"{r['end_to_end']['examples_per_s']:,.1f}",
             f"{r['fraction_of_ceiling']:.0%}",
         ]
-        for label, r in zip(labels, reports, strict=True)
+        for i, (label, r) in enumerate(zip(labels, reports, strict=True))
     ]
-    head = ["run", "verdict", "input wait", "pipeline", "ceiling", "end to end", "of ceiling"]
-    side = _table(rows, head, numeric=(2, 3, 4, 5, 6)) + _figure(
+    head = ["run", "data", "model", "changed from the first", "verdict", "input wait"]
+    head += ["pipeline", "ceiling", "end to end", "of ceiling"]
+    side = _table(rows, head, numeric=(5, 6, 7, 8, 9)) + _figure(
         "compared", charts.compared(reports, labels)
     )
     parts = [
@@ -301,6 +318,24 @@ def render_comparison(reports: Sequence[Mapping[str, Any]], labels: Sequence[str
     for label, r in zip(labels, reports, strict=True):
         parts += [f"<h1 id='run-{_e(label)}'>{_e(label)}</h1>", *_run_sections(r, f"-{label}")]
     return _page("feedgpu: runs side by side", parts)
+
+
+def _changed(run: Mapping[str, Any], first: Mapping[str, Any]) -> str:
+    """What this run was given that the first was not: spec fields, the batches' shape, the
+    step's precision and XLA, the device's replicas."""
+    changes = []
+    for part in ("spec", "ran_with", "run"):
+        mine, theirs = run.get(part) or {}, first.get(part) or {}
+        changes += [
+            f"{k} {theirs.get(k)} -> {mine.get(k)}"
+            for k in sorted(set(mine) | set(theirs))
+            if mine.get(k) != theirs.get(k) and k not in ("compile_s", "other_xla_step_ms")
+        ]
+    if run["device"]["num_replicas"] != first["device"]["num_replicas"]:
+        changes.append(
+            f"replicas {first['device']['num_replicas']} -> {run['device']['num_replicas']}"
+        )
+    return "; ".join(changes) or "nothing recorded"
 
 
 def render_monitor(windows: Sequence[Mapping[str, Any]], title: str) -> str:
