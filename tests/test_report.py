@@ -24,6 +24,7 @@ from feedgpu.bench.spread import ROUNDS
 from feedgpu.bench.stage_settings import trace_stage_settings
 from feedgpu.cli import main
 from feedgpu.report import charts, load_report, write_report
+from feedgpu.report.page import render_html
 
 # One real run for the module, built once: its tests stay on one xdist worker.
 pytestmark = pytest.mark.xdist_group("report")
@@ -150,10 +151,13 @@ def test_an_image_page_shows_image_fields_only_and_wraps_long_cells(run: dict[st
     assert "<td>image_size</td>" in page
     assert "<td>max_length</td>" not in page and "<td>pad_id</td>" not in page
     assert "overflow-wrap: anywhere" in page  # a stage's long path wraps, never scrolls
-    traced = [s for s in run["json"]["stages"]["stages"] if s.get("autotune")]
-    assert not run["json"]["spec"]["autotune"]
-    if traced:  # an AUTOTUNE value with the autotuner off is not "autotune yes"
-        assert "<td>AUTOTUNE value, autotuner off</td>" in page
+    # a stage traced with an AUTOTUNE value, the autotuner off: not "autotune yes"
+    data = json.loads(json.dumps(run["json"]))
+    data["spec"]["autotune"] = False
+    data["stages"]["stages"][0]["autotune"] = True
+    assert "<td>AUTOTUNE value, autotuner off</td>" in render_html(data)
+    data["spec"]["autotune"] = True
+    assert "<td>AUTOTUNE value, autotuner off</td>" not in render_html(data)
 
 
 def test_a_file_that_is_not_a_report_is_one_line(tmp_path: Path, capsys) -> None:

@@ -159,7 +159,8 @@ def test_resume_rewrites_a_finished_shard_that_no_longer_reads_back(tmp_path: Pa
 
     src = tmp_path / "src"
     write_sample_images(str(src), num_classes=1, images_per_class=3, sizes=((40, 30),))
-    items = tuple((f"cat/{i:05d}.jpg", str(src / "cat" / f"{i:05d}.jpg"), 0, 1) for i in range(3))
+    paths = [src / "cat" / f"{i:05d}.jpg" for i in range(3)]
+    items = tuple((f"cat/{p.name}", str(p), 0, p.stat().st_size) for p in paths)
     task = ShardTask("train", 0, 1, "d-train.tfrecord-00000-of-00001", items)
     (tmp_path / WORK_DIR).mkdir()
     written = write_shard(
