@@ -97,3 +97,22 @@ def test_ceiling_and_end_to_end_alternate_and_time_their_minimum_of_steps() -> N
 def test_spread_bounds_its_values(values: list[float]) -> None:
     spread = Spread.of(values)
     assert min(values) <= spread.low <= spread.high <= max(values)
+
+
+def test_a_buffer_refilled_during_a_ceiling_round_is_drained_before_end_to_end() -> None:
+    from feedgpu.bench.rounds import DRAIN_BLOCKED_S, drain
+
+    now = [0.0]
+
+    def pipeline(buffered: int):  # `buffered` batches at once, then each one waited for
+        for i in range(100):
+            if i >= buffered:
+                now[0] += 10 * DRAIN_BLOCKED_S
+            yield i
+
+    batches = pipeline(7)
+    assert drain(batches, clock=lambda: now[0]) == 8  # the 7 buffered, and one waited for
+    assert next(batches) == 8
+    fast = pipeline(1000)  # never waited for: at most the limit is taken
+    assert drain(fast, clock=lambda: now[0], limit=5) == 5 and next(fast) == 5
+    assert drain(iter(range(3)), clock=lambda: now[0]) == 3  # an end is no error

@@ -20,6 +20,11 @@ from feedgpu.bench.steps import StepTimes, batch_size_of, time_steps
 from feedgpu.progress import progress_bar
 
 LEAD_STEPS = 3  # untimed steps starting each round after the first (see alternate_rounds)
+# Draining a buffer refilled during a ceiling round: a batch that took this long was waited
+# for (the buffer is empty), and never more batches than this (a pipeline far faster than the
+# model keeps its buffer full whatever is taken).
+DRAIN_BLOCKED_S = 0.001
+DRAIN_MAX_BATCHES = 64
 
 
 class PhaseProgress:
@@ -91,8 +96,10 @@ def alternate_rounds(
     shared machine falls on both; each phase times at least MIN_STEPS steps and `seconds`,
     unless `max_seconds` runs out first.
 
-    Each end-to-end round begins with LEAD_STEPS untimed steps: while the ceiling round ran,
-    the pipeline filled its prefetch buffer, and those batches would come without waiting.
+    Each end-to-end round after the first starts from an empty buffer (`drain`): while the
+    ceiling round ran, the pipeline filled its buffers, and those batches would come without
+    waiting, hiding the wait of a pipeline slower than the model; then LEAD_STEPS untimed
+    steps let the pipeline and the model settle into their shared pace.
     Each later ceiling round does too: the pipeline refills its buffers as it begins, on the
     cores the model's step needs, and the ceiling is the model alone.
     Without resident batches only end to end runs (its ceiling measured elsewhere). Workers
@@ -109,6 +116,8 @@ def alternate_rounds(
             for parts, source in ((ceiling, cycle), (together, batches)):
                 if parts is ceiling and not resident:
                     continue
+                if parts is together and r and resident:
+                    drain(batches)
                 parts.append(
                     time_steps(
                         step,
@@ -124,6 +133,25 @@ def alternate_rounds(
                     )
                 )
     return ceiling, together
+
+
+def drain(
+    batches: Iterator[Any],
+    clock: Callable[[], float] = time.perf_counter,
+    limit: int = DRAIN_MAX_BATCHES,
+) -> int:
+    """Take buffered batches, untimed and untrained, until one has to be waited for (or
+    `limit` were taken): the buffer is then empty, as a training run's steady state finds it.
+    The batches taken."""
+    for taken in range(1, limit + 1):
+        start = clock()
+        try:
+            next(batches)
+        except StopIteration:
+            return taken - 1
+        if clock() - start >= DRAIN_BLOCKED_S:
+            return taken
+    return limit
 
 
 @dataclass
