@@ -507,3 +507,24 @@ def test_built_in_models_compile_with_xla_on_a_gpu_only_by_default() -> None:
     setup = resolve_devices(DeviceConfig())
     assert setup.xla is (setup.device_type == "GPU")
     assert resolve_devices(DeviceConfig(xla="on")).xla
+
+
+DESTROYED_MID_SLEEP = """
+import sys
+import feedgpu
+from feedgpu.pipeline.measure_hooks import StageChanges
+spec = feedgpu.PipelineSpec.for_dataset(sys.argv[1], batch_size=4, image_size=(8, 8),
+                                        repeat=True)
+stages = StageChanges(delay_s=(("decode", 0.1), ("batch", 0.02), ("stall", 0.01)))
+ds = feedgpu.build_pipeline(spec, None, stages)
+for _ in range(10):  # each iterator dropped while its prefetch thread sleeps
+    it = iter(ds)
+    next(it)
+    del it
+print("[]")
+"""
+
+
+def test_an_iterator_dropped_while_a_delay_sleeps_never_hangs(images: str) -> None:
+    # TensorFlow's experimental sleep dataset deadlocked here (a bench-input that never ended)
+    assert run_json(DESTROYED_MID_SLEEP, images, timeout=300) == []

@@ -22,6 +22,7 @@ import logging
 import random
 from typing import TYPE_CHECKING, Any
 
+from feedgpu.errors import UsageError
 from feedgpu.pipeline.epochs import (
     epoch_batches,
     epoch_plan,
@@ -70,6 +71,11 @@ def build_pipeline(
     spec = per_replica(spec, input_context)
     view = view_split(spec, input_context)  # the manifest, read once for what follows
     stages = stages or StageChanges()
+    if spec.service and stages.delay_s:
+        raise UsageError(
+            "injected delays run in this process and cannot travel to tf.data service "
+            "workers; measure them without a service"
+        )
     if position is not None:
         position.check(spec, view)
     per_epoch = None if stages.skip else epoch_batches(spec, view)

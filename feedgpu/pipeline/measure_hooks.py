@@ -64,8 +64,16 @@ def delayed(value: Any, seconds: float) -> Any:
 
 
 def sleep_elements(seconds: float) -> Any:
-    """A dataset transformation sleeping `seconds` before each element, in C++ (no GIL, so the
-    delay is what was asked even when Python threads are busy)."""
-    from feedgpu.tf_private import sleep_dataset
+    """A dataset transformation delaying each element by `seconds` (`delayed`).
 
-    return sleep_dataset(seconds)
+    Not TensorFlow's experimental sleep dataset: an iterator destroyed while that op sleeps
+    deadlocks in its cancellation (a measurement that never ends); a sleep inside a function
+    only makes the destruction wait for its end.
+    """
+
+    def apply(ds: Any) -> Any:
+        return ds.map(
+            lambda *element: delayed(element[0] if len(element) == 1 else element, seconds)
+        )
+
+    return apply
