@@ -28,6 +28,15 @@ def runtime_initialized() -> bool:
     return context.context()._context_handle is not None
 
 
+def all_layers(model: Any) -> list[Any]:
+    """Every layer a Keras model holds, nested ones included (a composite layer's own).
+
+    Keras 3 lists only a model's direct layers publicly (`model.layers`); a token embedding
+    inside a composite layer (keras-hub's TokenAndPositionEmbedding) is found only this way.
+    """
+    return list(model._flatten_layers(include_self=False))
+
+
 def stop_server(server: Any) -> None:
     """Stop a tf.data service dispatcher or worker.
 

@@ -76,6 +76,12 @@ def test_a_text_model_takes_its_inputs_by_name_and_its_length(
     assert report.spec is not None and report.spec.max_length == 16  # the model's length
     assert report.spec.text_mode == "pad" and report.model == "my_lm (yours)"
     assert report.end_to_end.loss_first is not None  # trained on its own ids as targets
+    # A model built for a smaller vocabulary is refused in one line, before anything runs.
+    small = keras.Model([ids, mask], keras.layers.Embedding(100, 4)(ids), name="too_small")
+    small.compile("adam", "mse")
+    vocab = feedgpu.read_manifest(str(data)).tokenizer.vocab_size
+    with pytest.raises(feedgpu.UsageError, match=f"holds 100 ids; .* ids up to {vocab - 1}"):
+        bench_input(str(data), BenchOptions(model=small, **QUICK), setup=setup)
 
 
 def test_models_that_do_not_fit_get_one_line(

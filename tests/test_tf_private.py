@@ -28,6 +28,17 @@ def test_runtime_handle_is_there() -> None:
     assert runtime_initialized() is True
 
 
+def test_keras_lists_nested_layers() -> None:
+    import keras
+
+    inner = keras.Sequential([keras.layers.Embedding(10, 2)])
+    model = keras.Sequential([keras.Input((3,)), inner, keras.layers.Flatten()])
+    assert hasattr(model, "_flatten_layers"), _gone("keras Layer._flatten_layers", "all_layers")
+    from feedgpu.tf_private import all_layers
+
+    assert any(isinstance(layer, keras.layers.Embedding) for layer in all_layers(model))
+
+
 def test_service_servers_stop_and_tell_their_address() -> None:
     import tensorflow as tf
 

@@ -127,7 +127,10 @@ def _reported(report: BenchReport, options: BenchOptions) -> BenchReport:
 
 
 def _fit(model: Any, manifest: Any) -> ModelFit | None:
-    return fit_model(model, manifest.kind, manifest.pack_length) if model is not None else None
+    if model is None:
+        return None
+    vocab = manifest.tokenizer.vocab_size if manifest.tokenizer else None
+    return fit_model(model, manifest.kind, manifest.pack_length, vocab)
 
 
 def _resolve(

@@ -92,8 +92,10 @@ class ModelFit:
     overrides: dict[str, Any]
 
 
-def fit_model(model: Any, kind: str, pack_length: int | None = None) -> ModelFit:
-    """Match the model's inputs to a dataset of `kind`.
+def fit_model(
+    model: Any, kind: str, pack_length: int | None = None, vocab_size: int | None = None
+) -> ModelFit:
+    """Match the model's inputs to a dataset of `kind` (text: ids below `vocab_size`).
 
     Raises:
         UsageError: one line naming what the model wants and what the dataset has.
@@ -121,6 +123,7 @@ def fit_model(model: Any, kind: str, pack_length: int | None = None) -> ModelFit
             f"the model wants inputs {_describe(inputs)}; the dataset gives {have} (batch, "
             "length) and label: name the model's keras.Input after them"
         )
+    _check_vocabulary(model, vocab_size)
     length = next((t.shape[1] for t in inputs if t.shape[1]), None)
     overrides = {}
     if length and pack_length and int(length) != pack_length:
@@ -131,6 +134,29 @@ def fit_model(model: Any, kind: str, pack_length: int | None = None) -> ModelFit
     if length and not pack_length:
         overrides = {"max_length": int(length), "text_mode": "pad"}  # the model's one shape
     return ModelFit(kind, names, dtypes, overrides)
+
+
+def _check_vocabulary(model: Any, vocab_size: int | None) -> None:
+    """Refuse, in one line before anything runs, a model whose token embedding (its largest
+    Embedding layer) holds fewer ids than the dataset's tokenizer makes: the first batch would
+    otherwise fail deep in TensorFlow (`indices[28,6] = 11520 is not in [0, 8000)`)."""
+    import keras
+
+    from feedgpu.tf_private import all_layers
+
+    if not vocab_size:
+        return
+    sizes = [
+        int(layer.input_dim)
+        for layer in all_layers(model)
+        if isinstance(layer, keras.layers.Embedding)
+    ]
+    if sizes and max(sizes) < vocab_size:
+        raise UsageError(
+            f"the model's token embedding holds {max(sizes)} ids; this dataset's tokenizer makes "
+            f"ids up to {vocab_size - 1}: use a model built for a vocabulary of {vocab_size}, or "
+            "re-convert the text with the model's own tokenizer"
+        )
 
 
 def _inputs(model: Any) -> list[Any]:
