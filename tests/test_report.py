@@ -243,3 +243,12 @@ def test_a_parallel_stage_tensorflow_did_not_trace_is_not_available(run: dict[st
     page = render_html(data)
     assert "<td>ParallelInterleave</td><td>parallel reading of the shard files</td>" in page
     assert "<td>not available</td>" in page
+
+
+def test_rates_far_apart_are_drawn_on_a_log_scale(run: dict[str, Any]) -> None:
+    data = json.loads(json.dumps(run["json"]))
+    for part, rate in (("pipeline", 100.0), ("ceiling", 90.0), ("end_to_end", 80.0)):
+        data[part]["examples_per_s"] = rate
+    assert charts.rates(data).axes[0].get_xscale() == "linear"
+    data["pipeline"]["examples_per_s"] = 192_568.0
+    assert charts.rates(data).axes[0].get_xscale() == "log"  # the other bars stay visible

@@ -169,9 +169,18 @@ def has_spread(spread: Mapping[str, Any] | None) -> TypeGuard[Mapping[str, Any]]
     return spread is not None and bool(spread) and spread["rounds"] >= 2
 
 
+# Rates further apart than this are drawn on a log scale: beside a pipeline 1000x faster than
+# the model, the ceiling's and end to end's bars would be a pixel wide.
+LOG_RATIO = 20
+
+
 def draw_rates(ax: Any, report: Mapping[str, Any]) -> None:
     names = ["pipeline alone", "compute ceiling", "end to end"]
     parts = [report["pipeline"], report["ceiling"], report["end_to_end"]]
+    values = [part["examples_per_s"] for part in parts]
+    log = min(values) > 0 and max(values) / min(values) > LOG_RATIO
+    if log:
+        ax.set_xscale("log")
     for i, part in enumerate(parts):
         value = part["examples_per_s"]
         spread = part.get("spread")
@@ -184,7 +193,8 @@ def draw_rates(ax: Any, report: Mapping[str, Any]) -> None:
         ax.text(right, i, f"   {value:,.0f}", va="center")
     ax.set_yticks(range(3), names)
     ax.invert_yaxis()
-    ax.set_xlabel("examples/s (bars: median of the rounds; whiskers: p10-p90)")
+    scale = ", log scale" if log else ""
+    ax.set_xlabel(f"examples/s{scale} (bars: median of the rounds; whiskers: p10-p90)")
     ax.set_title("Rates", loc="left")
 
 
