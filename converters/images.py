@@ -7,10 +7,8 @@ CSV/JSONL label file. Each example holds the encoded image, label, relative path
 from __future__ import annotations
 
 import io
-import logging
 import math
 import os
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -21,6 +19,7 @@ from feedgpu.convert.plan import DatasetPlan, Skip, SkipItem, plan_shards
 from feedgpu.convert.pool import ItemShardBody
 from feedgpu.convert.run import ConversionReport, write_dataset
 from feedgpu.convert.run_options import RunOptions
+from feedgpu.converters.image_checks import say_changed_inputs, say_thin_classes
 from feedgpu.converters.listing import (
     SourceFile,
     assign_splits,
@@ -32,8 +31,6 @@ from feedgpu.converters.listing import (
 from feedgpu.errors import UsageError
 from feedgpu.format import names
 from feedgpu.format.schema import Feature, Schema
-
-logger = logging.getLogger(__name__)
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff"})
 # Pillow's own default (about 89 MP): beyond it, decoding one file can take gigabytes.
@@ -120,13 +117,23 @@ def normalize_image(data: bytes, options: ImageOptions) -> tuple[bytes, int, int
     Raises:
         SkipItem: empty, truncated, undecodable, or a decompression bomb.
     """
+    from PIL import Image
+
+    # The size is checked against --max-pixels in its own words once the header is read
+    # (Pillow's own check would name twice the limit); Pillow's guard, the process's, is put
+    # back after: a library user's own code relies on it.
+    guard, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
+    try:
+        return _normalize(data, options)
+    finally:
+        Image.MAX_IMAGE_PIXELS = guard
+
+
+def _normalize(data: bytes, options: ImageOptions) -> tuple[bytes, int, int, bool]:
     from PIL import Image, ImageOps, UnidentifiedImageError
 
     if not data:
         raise SkipItem("empty file", "0 bytes")
-    # Opening reads the header only; the size is checked against --max-pixels right below, in
-    # its own words (Pillow's own check would name twice the limit).
-    Image.MAX_IMAGE_PIXELS = None
     try:
         img: Any = Image.open(io.BytesIO(data))
     except UnidentifiedImageError:
@@ -231,32 +238,6 @@ def _is_image_name(name: str) -> bool:
     return os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
 
 
-def _say_thin_classes(labelled: list[tuple[str, SourceFile, str]], labels: list[str]) -> None:
-    """Warn of a dataset with one class (nothing to tell apart), and of a class a split has
-    none of: a hash split places each image by its path alone, so a class of 5 images lands
-    wholly in train a third of the time at 20% validation."""
-    if len(labels) == 1:
-        logger.warning(
-            "one class only (%r): a classifier has nothing to tell apart; put each class in a "
-            "folder of its own under SRC",
-            labels[0],
-        )
-    splits = sorted({s for s, _, _ in labelled}, key=names.split_order)
-    held = Counter((s, label) for s, _, label in labelled)
-    for split in splits if len(labels) > 1 else ():
-        missing = [label for label in labels if not held[split, label]]
-        if missing:
-            shown = ", ".join(repr(m) for m in missing[:5]) + (" ..." if len(missing) > 5 else "")
-            logger.warning(
-                "the %s split holds no image of %d class(es): %s; give those classes more "
-                "images, or lay out the splits as folders (SRC/%s/CLASS/...)",
-                split,
-                len(missing),
-                shown,
-                split,
-            )
-
-
 def plan_image_dataset(
     src: str,
     out_dir: str,
@@ -298,7 +279,7 @@ def plan_image_dataset(
             "SRC/CLASS/*.jpg, SRC/train/CLASS/*.jpg, or a flat folder with --labels FILE"
         )
     label_names = sort_labels(label for _, _, label in labelled)
-    _say_thin_classes(labelled, label_names)
+    say_thin_classes(labelled, label_names)
     index = {name: i for i, name in enumerate(label_names)}
     name = names.sanitize_name(options.name or os.path.basename(os.path.abspath(src)))
     tasks = []
@@ -380,25 +361,5 @@ def convert_images(
     body = ItemShardBody(ImageProcessor(options), strict=run.strict)
     report = write_dataset(plan, body, run, unit="img")
     if planned and not report.already_done:
-        _say_changed_inputs(planned[0])
+        say_changed_inputs(planned[0])
     return report
-
-
-def _say_changed_inputs(plan: DatasetPlan) -> None:
-    """Warn when images changed size after they were read: the dataset holds them as first
-    read, and the next run of the same command refuses (the input files changed)."""
-    changed = []
-    for task in plan.tasks:
-        for _, path, _, size in task.items:
-            try:
-                if storage.file_size(path) != size:
-                    changed.append(path)
-            except OSError:
-                changed.append(path)
-    if changed:
-        logger.warning(
-            "%d image(s) changed while the conversion ran (first: %s): the dataset holds them "
-            "as first read; re-run with --overwrite when the folder is settled",
-            len(changed),
-            changed[0],
-        )

@@ -90,10 +90,11 @@ def ensure_output_dir(path: str, finished_marker: str = "manifest.json") -> None
         raise UsageError("output: an empty path; give a folder")
     if os.path.isfile(os.path.join(path, finished_marker)):
         return
-    top = os.path.abspath(path)  # the topmost folder this check creates, removed after it
-    while not os.path.exists(os.path.dirname(top)) and os.path.dirname(top) != top:
-        top = os.path.dirname(top)
-    created = None if os.path.exists(top) else top
+    made = []  # the folders this check creates, deepest first: removed again after it
+    folder = os.path.abspath(path)
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        made.append(folder)
+        folder = os.path.dirname(folder)
     try:
         os.makedirs(path, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".feedgpu-probe-", dir=path)
@@ -102,8 +103,9 @@ def ensure_output_dir(path: str, finished_marker: str = "manifest.json") -> None
     except OSError as e:
         raise UsageError(output_error(path, e)) from None
     finally:  # the run makes OUT once it has something to write: a failed plan leaves none
-        if created is not None:
-            shutil.rmtree(created, ignore_errors=True)
+        for folder in made:  # only if still empty: another run may have written there since
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
 
 
 def output_error(path: str, e: OSError) -> str:

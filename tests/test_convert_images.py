@@ -284,7 +284,7 @@ def test_a_class_a_split_misses_and_a_single_class_are_said(
     (src / "owl").mkdir()
     (src / "dog" / "00000.jpg").rename(src / "owl" / "only.jpg")  # one image: in one split
     split = ImageOptions(split="train=0.5,validation=0.5", seed=0)
-    with caplog.at_level("WARNING", logger="feedgpu.converters.images"):
+    with caplog.at_level("WARNING", logger="feedgpu.converters.image_checks"):
         convert_images(str(src), str(tmp_path / "out"), split, quiet=True)
     said = [r.getMessage() for r in caplog.records if "holds no image of" in r.getMessage()]
     assert len(said) == 1 and "holds no image of 1 class(es): 'owl'" in said[0], said
@@ -293,7 +293,7 @@ def test_a_class_a_split_misses_and_a_single_class_are_said(
     (one / "cats").mkdir(parents=True)
     for image in list((src / "cat").iterdir())[:4]:
         image.rename(one / "cats" / image.name)
-    with caplog.at_level("WARNING", logger="feedgpu.converters.images"):
+    with caplog.at_level("WARNING", logger="feedgpu.converters.image_checks"):
         convert_images(str(one), str(tmp_path / "o1"), quiet=True)
     assert "one class only ('cats')" in caplog.text
 
@@ -320,7 +320,7 @@ def test_images_that_change_during_the_run_are_skipped_or_said(
 
     monkeypatch.setattr(images, "plan_image_dataset", plan)
     monkeypatch.setattr(images.ImageProcessor, "process", process)
-    with caplog.at_level("WARNING", logger="feedgpu.converters.images"):
+    with caplog.at_level("WARNING", logger="feedgpu.converters.image_checks"):
         report = convert_images(str(image_folder), str(tmp_path / "out"), quiet=True, workers=1)
     assert report.skipped_by_reason == {"changed during conversion": 1}
     assert "2 image(s) changed while the conversion ran" in caplog.text

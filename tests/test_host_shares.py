@@ -37,6 +37,11 @@ def test_record_shares_are_equal_and_read_every_record_once(hosts: int) -> None:
         assert len(_records(share, sizes)) == count
 
 
+def test_an_empty_shard_is_no_host_s_share() -> None:
+    shards = [ShardInfo("a", 8, 8, records=2), ShardInfo("b", 0, 0, records=0)]
+    assert [[p.file for p in share] for share in host_shares(shards, 2)] == [["a"], []]
+
+
 def test_shards_of_blocks_go_whole_to_the_least_loaded_host() -> None:
     sizes = {"a": 40, "b": 36, "c": 32, "d": 28, "e": 8}
     shards = [ShardInfo(f, n, n, records=n // 4) for f, n in sizes.items()]
@@ -50,9 +55,13 @@ def test_shards_of_blocks_go_whole_to_the_least_loaded_host() -> None:
 def test_each_replica_batches_its_share_of_the_global_batch(image_data: Path) -> None:
     spec = PipelineSpec.for_dataset(str(image_data), batch_size=8, image_size=(8, 8))
     ctx = tf.distribute.InputContext(num_input_pipelines=1, num_replicas_in_sync=2)
-    images, _ = next(iter(feedgpu.build_pipeline(spec, ctx)))
-    assert images.shape[0] == 4
-    assert feedgpu.InputPosition(spec.with_changes(seed=0), ctx).batches_per_epoch == 9
+    batches = [int(images.shape[0]) for images, _ in feedgpu.build_pipeline(spec, ctx)]
+    # 36 examples: 9 batches of 4, dealt to 2 replicas a step: 4 whole steps, never an empty one
+    assert batches == [4] * 8
+    position = feedgpu.InputPosition(spec.with_changes(seed=0), ctx)
+    assert position.batches_per_epoch == 8
+    position.advance()  # a step: a batch for each replica
+    assert position.batches == 2
     with pytest.raises(UsageError, match="batch_size 7 does not divide among 2 replicas"):
         feedgpu.build_pipeline(spec.with_changes(batch_size=7), ctx)
 

@@ -155,7 +155,8 @@ def setup_devices(config: DeviceConfig | None = None) -> DeviceSetup:
 
 
 def resolve_devices(config: DeviceConfig | None = None, notes: tuple[str, ...] = ()) -> DeviceSetup:
-    """Precision, XLA and strategy for the devices TensorFlow sees; changes no device state."""
+    """Precision, XLA and strategy for the devices TensorFlow sees. Changes no device setting;
+    a multi-worker strategy starts this worker's collectives (and its server for the others)."""
     import tensorflow as tf
 
     config = config or DeviceConfig()

@@ -16,7 +16,7 @@ from typing import Any
 
 from feedgpu.bench.ablation import run_ablation
 from feedgpu.bench.bench_spec import bench_spec
-from feedgpu.bench.device import DeviceSetup, resolve_devices
+from feedgpu.bench.device import DeviceSetup, resolve_devices, workers_agree
 from feedgpu.bench.options import BenchOptions
 from feedgpu.bench.phases import make_report, measure_step, traced_stages
 from feedgpu.bench.records import PipelineRate, StepRate
@@ -109,6 +109,13 @@ def _distributed(spec: PipelineSpec, stages: StageChanges, setup: DeviceSetup) -
     """The pipeline, per replica under a strategy (each worker builds its own share)."""
     if not setup.distributed:  # no distribution layer: it would add a prefetch of its own
         return build_pipeline(spec, None, stages)
+    if spec.service and workers_agree(setup) is not None:
+        # Under several workers a distributed dataset of unknown length all-reduces at every
+        # batch, and each worker's own phases (the pipeline alone) would wait on the others.
+        raise UsageError(
+            "--service with --strategy multi_worker: measure the service from one worker "
+            "(without --strategy), its capacity plan says how many workers it needs"
+        )
 
     def per_worker(context: Any) -> Any:  # build_pipeline divides the batch among replicas
         return build_pipeline(spec, context, stages)
@@ -220,7 +227,7 @@ def _bench_feedgpu(
     )
     measured = measure_step(train, iter(data), setup, options, progress, shared)
     if options.profile_dir:
-        profile_steps(train.step, iter(data), options.profile_dir, options.profile_steps)
+        profile_steps(train.step, iter(data), options.profile_dir, options.profile_steps, setup)
     ablation = None
     if options.ablation == "always" or (
         options.ablation == "auto" and measured.end_to_end.input_share >= SATURATED_SHARE

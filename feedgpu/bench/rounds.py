@@ -218,15 +218,24 @@ def measure_model(
     )
 
 
-def profile_steps(step: Any, batches: Iterator[Any], logdir: str, steps: int) -> None:
+def profile_steps(
+    step: Any, batches: Iterator[Any], logdir: str, steps: int, setup: Any = None
+) -> None:
     """A TensorBoard profiler trace of `steps` training steps (after the timed phases, so the
-    profiler's overhead never reaches the numbers)."""
+    profiler's overhead never reaches the numbers); workers stop together (`workers_agree`)."""
     import tensorflow as tf
 
     from feedgpu.tf_private import trace_step
 
     tf.profiler.experimental.start(logdir)
     try:
-        time_steps(step, batches, seconds=float("inf"), max_steps=steps, on_step=trace_step)
+        time_steps(
+            step,
+            batches,
+            seconds=float("inf"),
+            max_steps=steps,
+            on_step=trace_step,
+            agree=workers_agree(setup) if setup is not None else None,
+        )
     finally:
         tf.profiler.experimental.stop()

@@ -36,7 +36,9 @@ def bench_yours(
     """Your tf.data pipeline on the model: the three rates and the verdict (no ablation)."""
     shape = describe(dataset)
     if setup.distributed:
-        dataset = setup.strategy.experimental_distribute_dataset(dataset)
+        # Endless before it is distributed: under several workers, a dataset of known end
+        # all-reduces at every batch, and each worker's own phases would wait on the others.
+        dataset = setup.strategy.experimental_distribute_dataset(dataset.repeat())
     with progress.phase("pipeline alone", "batch") as tick:
         alone = measure_pipeline(endless(dataset), options.seconds, tick)
     batches = endless(dataset)

@@ -79,7 +79,7 @@ def build_pipeline(
     if position is not None:
         position.check(spec, view)
     per_epoch = None if stages.skip else epoch_batches(spec, view)
-    if per_epoch is not None and view.host[0] > 1:
+    if per_epoch is not None and view.host[0] > 1 and (spec.kind == "text" or not spec.repeat):
         _say_unequal_shares(spec, view, per_epoch)
     # No seed: a fresh one, so unseeded runs still differ from each other.
     seed = spec.seed if spec.seed is not None else random.SystemRandom().getrandbits(62)
@@ -124,21 +124,32 @@ def build_pipeline(
     return ds
 
 
+_SAID: set[tuple[str, int, int]] = set()  # (dataset, host, batches): each said once
+
+
 def _say_unequal_shares(spec: PipelineSpec, view: SplitView, per_epoch: int) -> None:
-    """Warn when this host's share yields more batches than every host's common epoch (whole
-    shards of blocks of documents, or a share one example over a batch boundary)."""
+    """Warn, once, when this host's share yields more batches than every host's common epoch:
+    whole shard files of blocks of documents shared out unevenly (more shards even them out),
+    or a share one example over a batch boundary (then only that batch is left out)."""
     own = host_batches(spec, view.num_examples)
-    if own > per_epoch:
-        hosts, me = view.host
-        logger.warning(
-            "input pipeline %d of %d reads %d examples, the smallest share %d: every host's "
-            "epoch is cut to %d batches, leaving %d of this one's out an epoch; re-convert "
-            "with --num-shards a multiple of %d for equal shares",
-            me,
-            hosts,
-            view.num_examples,
-            min(view.host_examples),
-            per_epoch,
-            own - per_epoch,
-            hosts,
-        )
+    key = (view.dataset_fingerprint, view.host[1], per_epoch)
+    if own <= per_epoch or key in _SAID:
+        return
+    _SAID.add(key)
+    hosts, me = view.host
+    fix = (
+        f"re-convert with --num-shards a multiple of {hosts} for equal shares"
+        if view.schema.blocks
+        else "the split's examples do not divide evenly among the hosts' batches"
+    )
+    logger.warning(
+        "input pipeline %d of %d reads %d examples, the smallest share %d: every host's epoch "
+        "is cut to %d batches, leaving %d of its batches out an epoch; %s",
+        me,
+        hosts,
+        view.num_examples,
+        min(view.host_examples),
+        per_epoch,
+        own - per_epoch,
+        fix,
+    )

@@ -33,7 +33,8 @@ def epoch_batches(spec: PipelineSpec, view: SplitView) -> int | None:
     """Batches one epoch yields for sure, repeated or not (None: not known in advance).
 
     With several input pipelines, the fewest any of them yields: synchronous training needs
-    every worker to run the same steps an epoch, so a larger share is cut to it (`host_cut`).
+    every worker to run the same steps an epoch, so a larger share is cut to it (`host_cut`);
+    with several replicas a pipeline, a whole number of steps (a batch each).
 
     Raises:
         UsageError: with drop_remainder, the split makes no full batch (an epoch would be empty
@@ -41,13 +42,20 @@ def epoch_batches(spec: PipelineSpec, view: SplitView) -> int | None:
     """
     if spec.ignore_errors or spec.service:  # service workers split the files
         return None
-    return min(host_batches(spec, n) for n in view.host_examples)
+    count = min(host_batches(spec, n) for n in view.host_examples)
+    if 0 < count < view.replicas:
+        raise UsageError(
+            f"batch_size {spec.batch_size}: the {spec.split!r} split gives each of "
+            f"{view.replicas} replicas fewer than one batch; lower batch_size"
+        )
+    return count - count % view.replicas
 
 
 def host_cut(spec: PipelineSpec, view: SplitView, count: int | None) -> int | None:
-    """The examples an image epoch of this host is cut to, so it yields `count` batches like
-    every other host, or None when its own share yields no more than that."""
-    if count is None or host_batches(spec, view.num_examples) <= count:
+    """The examples an image epoch of this pipeline is cut to, so it yields `count` batches
+    like every other host (whole steps), or None when its own share yields no more than that.
+    Repeated images run on as one stream, their batches straddling epochs: never cut."""
+    if count is None or spec.repeat or host_batches(spec, view.num_examples) <= count:
         return None
     return count * spec.batch_size
 

@@ -51,8 +51,10 @@ def host_shares(shards: Sequence[ShardInfo], hosts: int) -> list[tuple[Piece, ..
             f"pipelines; re-convert with --num-shards {hosts} (or a multiple of it)"
         )
     held = [0] * hosts
-    owner = [0] * len(shards)
+    owner = [-1] * len(shards)  # an empty shard is nobody's: it would make a host's only share
     for i in sorted(range(len(shards)), key=lambda i: (-shards[i].num_examples, i)):
+        if not shards[i].num_examples:
+            continue
         host = min(range(hosts), key=lambda h: (held[h], h))
         owner[i] = host
         held[host] += shards[i].num_examples

@@ -46,7 +46,8 @@ class StageChanges:
 
 
 def delayed(value: Any, seconds: float) -> Any:
-    """`value`, available `seconds` later (a sleep that holds no CPU and no GIL)."""
+    """`value`, available `seconds` later: a sleep that holds no CPU, and the GIL only to start
+    and end (a delay runs late by as much as Python threads keep it waiting for the GIL)."""
     import time
 
     import tensorflow as tf

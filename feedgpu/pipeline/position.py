@@ -93,6 +93,7 @@ class InputPosition(_Trackable):
         self._batch_size = spec.batch_size
         self._examples = host_cut(spec, view, count) or view.num_examples  # an image epoch
         self._unit = spec.batch_size if spec.kind == "image" else 1  # what an epoch skips
+        self._per_step = view.replicas  # batches a step takes: one a replica this pipeline feeds
         self.fingerprint = pipeline_fingerprint(spec, view)
         with tf.init_scope(), tf.device("/cpu:0"):
             self._batches = tf.Variable(0, dtype=tf.int64, trainable=False, name="batches")
@@ -124,9 +125,10 @@ class InputPosition(_Trackable):
         """The next batch's index within its epoch."""
         return self.batches % self.batches_per_epoch
 
-    def advance(self, batches: int = 1) -> Any:
-        """Count batches as consumed (call after each training step; works in tf.function)."""
-        return self._batches.assign_add(batches)
+    def advance(self, batches: int | None = None) -> Any:
+        """Count a training step's batches as consumed (call after each step; works in
+        tf.function): one a replica this pipeline feeds, unless `batches` says otherwise."""
+        return self._batches.assign_add(self._per_step if batches is None else batches)
 
     def reset(self, batches: int = 0) -> None:
         """Move to a batch count (0: the start of the run)."""

@@ -34,6 +34,8 @@ class SplitView:
         host: (input pipelines, this one's id): (1, 0) without an input context.
         host_examples: every host's examples, by id (equal within one, unless records hold
             blocks of documents).
+        replicas: replicas this pipeline feeds, a batch each per step, dealt in turn (several
+            GPUs of one host): an epoch is a whole number of steps.
     """
 
     kind: str
@@ -46,6 +48,7 @@ class SplitView:
     shards: tuple[tuple[str, int, int], ...]
     host: tuple[int, int]
     host_examples: tuple[int, ...]
+    replicas: int = 1
 
 
 def view_split(spec: PipelineSpec, input_context: Any = None) -> SplitView:
@@ -75,7 +78,7 @@ def view_split(spec: PipelineSpec, input_context: Any = None) -> SplitView:
         host = (input_context.num_input_pipelines, input_context.input_pipeline_id)
     shares = host_shares(split.shards, host[0])
     mine = shares[host[1]]
-    if not mine:
+    if not all(sum(p.examples for p in share) for share in shares):
         raise DatasetError(
             f"the {spec.split!r} split's {split.num_examples} examples cannot feed {host[0]} "
             "input pipelines; convert more data or train on fewer workers"
@@ -91,6 +94,7 @@ def view_split(spec: PipelineSpec, input_context: Any = None) -> SplitView:
         shards=tuple((s.file, s.num_examples, s.num_bytes) for s in split.shards),
         host=host,
         host_examples=tuple(sum(p.examples for p in share) for share in shares),
+        replicas=max(1, int(getattr(input_context, "num_replicas_in_sync", 1) or 1) // host[0]),
     )
 
 

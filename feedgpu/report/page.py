@@ -137,11 +137,7 @@ def _steps(report: Mapping[str, Any]) -> str:
         "compute ceiling": [w + x for r in c.get("rounds") or [] for w, x in r["steps"]],
         "end to end": [w + x for r in rounds for w, x in r["steps"]],
     }
-    compile_s = (report.get("run") or {}).get("compile_s") or 0
-    note = f"<p>The first step compiled in {compile_s:.1f} s (not timed).</p>" if compile_s else ""
-    return (
-        _figure("timeline", timeline) + note + _figure("distribution", charts.distribution(phases))
-    )
+    return _figure("timeline", timeline) + _figure("distribution", charts.distribution(phases))
 
 
 def _ablation(report: Mapping[str, Any]) -> str:
