@@ -28,6 +28,20 @@ def runtime_initialized() -> bool:
     return context.context()._context_handle is not None
 
 
+def sleep_dataset(seconds: float) -> Any:
+    """A dataset transformation sleeping before each element, in C++ (no GIL, so the delay is
+    what was asked even when Python threads are busy).
+
+    TensorFlow's own test helper; a public `map` with `tf.py_function` holds the GIL and runs
+    late when Python threads are busy, which skews the stalls measurement injects. Only where
+    the consumer's own `next()` runs it: an iterator destroyed while a background thread is in
+    this op can deadlock in its cancellation.
+    """
+    from tensorflow.python.data.experimental.ops import testing
+
+    return testing.sleep(int(seconds * 1e6))
+
+
 def all_layers(model: Any) -> list[Any]:
     """Every layer a Keras model holds, nested ones included (a composite layer's own).
 

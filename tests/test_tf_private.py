@@ -28,6 +28,20 @@ def test_runtime_handle_is_there() -> None:
     assert runtime_initialized() is True
 
 
+def test_sleep_dataset_is_there_and_sleeps_before_each_element() -> None:
+    import tensorflow as tf
+
+    try:
+        from tensorflow.python.data.experimental.ops import testing
+    except ImportError:
+        pytest.fail(_gone("data.experimental.ops.testing", "sleep_dataset"))
+    assert hasattr(testing, "sleep"), _gone("testing.sleep", "sleep_dataset")
+    from feedgpu.tf_private import sleep_dataset
+
+    ds = tf.data.Dataset.range(3).apply(sleep_dataset(0.001))
+    assert [int(x) for x in ds] == [0, 1, 2]
+
+
 def test_keras_lists_nested_layers() -> None:
     import keras
 

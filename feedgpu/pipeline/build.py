@@ -97,7 +97,7 @@ def build_pipeline(
     if count is not None:  # Keras then shows the epoch's length and ends it without a warning
         ds = ds.apply(tf.data.experimental.assert_cardinality(count))
     if stages.delay("batch"):
-        ds = ds.apply(sleep_elements(stages.delay("batch")))
+        ds = ds.apply(sleep_elements(stages.delay("batch"), background=True))
     if spec.service:
         ds = ds.apply(
             tf.data.experimental.service.distribute(
@@ -116,7 +116,7 @@ def build_pipeline(
     else:
         ds = ds.prefetch(tf.data.AUTOTUNE)
     if stages.delay("stall"):
-        ds = ds.apply(sleep_elements(stages.delay("stall")))
+        ds = ds.apply(sleep_elements(stages.delay("stall"), background=False))
         # tf.data would otherwise add a prefetch after this last, synchronous stage and hide it.
         stall = tf.data.Options()
         stall.experimental_optimization.inject_prefetch = False

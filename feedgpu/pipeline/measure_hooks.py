@@ -64,13 +64,19 @@ def delayed(value: Any, seconds: float) -> Any:
         return tf.nest.map_structure(tf.identity, value)
 
 
-def sleep_elements(seconds: float) -> Any:
-    """A dataset transformation delaying each element by `seconds` (`delayed`).
+def sleep_elements(seconds: float, background: bool) -> Any:
+    """A dataset transformation delaying each element by `seconds`.
 
-    Not TensorFlow's experimental sleep dataset: an iterator destroyed while that op sleeps
-    deadlocks in its cancellation (a measurement that never ends); a sleep inside a function
-    only makes the destruction wait for its end.
+    Where the consumer's own `next()` runs it (after the prefetch): TensorFlow's sleep dataset,
+    in C++, exact whatever Python threads do. Where a background thread runs it (before the
+    prefetch): a sleep inside a map function (`delayed`), since an iterator destroyed while a
+    background thread is in the sleep dataset can deadlock in its cancellation (a measurement
+    that never ends); a function's sleep only makes the destruction wait for its end.
     """
+    if not background:
+        from feedgpu.tf_private import sleep_dataset
+
+        return sleep_dataset(seconds)
 
     def apply(ds: Any) -> Any:
         return ds.map(
