@@ -78,9 +78,13 @@ def sleep_elements(seconds: float, background: bool) -> Any:
 
         return sleep_dataset(seconds)
 
+    import tensorflow as tf
+
+    @tf.autograph.experimental.do_not_convert  # plain Python: nothing for AutoGraph to convert
+    def late(*element: Any) -> Any:
+        return delayed(element[0] if len(element) == 1 else element, seconds)
+
     def apply(ds: Any) -> Any:
-        return ds.map(
-            lambda *element: delayed(element[0] if len(element) == 1 else element, seconds)
-        )
+        return ds.map(late)
 
     return apply
