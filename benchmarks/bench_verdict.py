@@ -12,8 +12,9 @@ threshold).
 Target: worst absolute error <= 2 points; verdict right in every row.
 
 `--stage batch` injects the delay in the batch stage instead, before the prefetch: the
-pipeline then yields a batch every d seconds at best, and a model computing c a step waits
-d - c of each d once d > c (delay d = c / (1 - share)). This is where a prefetch buffer refilled
+pipeline then yields a batch every period p >= d (d = c / (1 - share), so the sleep alone is the
+target share), and a model computing c a step waits p - c of each p: the expected share, with p
+from the pipeline alone measured in the same run. This is where a prefetch buffer refilled
 between measured rounds would hide the wait: end to end must never run faster than the
 pipeline alone.
 
@@ -153,9 +154,13 @@ def main(argv: Sequence[str] | None = None) -> VerdictBenchResult:
         # The stall plus the pipeline's own wait (per step, from the 0% row), as a share of
         # this run's measured step time (so a drift in compute time does not count as error).
         expected = (delay + wait0) * r.num_steps / r.total_s
-        if not stall:  # a batch every `delay` at best: the model waits what its step does not
-            injected = max(0.0, delay - compute) / max(delay, compute) if target else 0.0
-            expected = injected + wait0 * r.num_steps / r.total_s
+        if not stall and target:
+            # A batch every `delay` at best (the sleep's share); a model computing `compute`
+            # a step, fed a batch every `period` (the pipeline alone, measured in the same
+            # run), waits what its step does not fill of each period.
+            injected = max(0.0, delay - compute) / max(delay, compute)
+            period = report.batch_size / report.pipeline.examples_per_s
+            expected = max(0.0, period - compute) / max(period, compute)
         rows.append(
             VerdictRow(
                 target_share=target,
