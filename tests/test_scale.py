@@ -175,6 +175,28 @@ def test_losing_a_worker_mid_epoch_does_not_lose_the_run(service_data: str) -> N
     dispatcher.stop()
 
 
+def test_a_service_pipeline_whose_epochs_end_is_warned_of(
+    service_data: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from feedgpu.pipeline.measure_hooks import StageChanges
+
+    dispatcher = start_dispatcher()  # building registers the dataset with it
+    spec = feedgpu.PipelineSpec.for_dataset(service_data, batch_size=4, image_size=(32, 32))
+    served = spec.with_changes(service=dispatcher.address)
+    try:
+        with pytest.raises(feedgpu.UsageError, match="cannot travel to tf.data service"):
+            feedgpu.build_pipeline(served, None, StageChanges(delay_s=(("batch", 0.01),)))
+        with caplog.at_level("WARNING", logger="feedgpu.pipeline.build"):
+            feedgpu.build_pipeline(served)
+            said = caplog.text
+            caplog.clear()
+            feedgpu.build_pipeline(served.with_changes(repeat=True))
+    finally:
+        dispatcher.stop()
+    assert "the epoch waits for it until a worker comes back" in said
+    assert "comes back" not in caplog.text
+
+
 def test_service_spec_validation() -> None:
     with pytest.raises(feedgpu.UsageError, match="grpc://HOST:PORT"):
         feedgpu.PipelineSpec(data_dir="d", service="localhost:5050")

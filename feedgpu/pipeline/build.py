@@ -99,6 +99,12 @@ def build_pipeline(
     if stages.delay("batch"):
         ds = ds.apply(sleep_elements(stages.delay("batch"), background=True))
     if spec.service:
+        if not spec.repeat:
+            logger.warning(
+                "tf.data service with epochs that end: a worker that dies leaves its task in "
+                "the job, and the epoch waits for it until a worker comes back at the same "
+                "address; repeat=True (with steps_per_epoch) trains on through a lost worker"
+            )
         ds = ds.apply(
             tf.data.experimental.service.distribute(
                 processing_mode=spec.service_mode, service=spec.service, job_name=None
