@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> VerdictBenchResult:
     fastest = []  # end to end over the pipeline alone, each row
     for target in shares:
         stall = args.stage == "stall"
-        delay = target / (1 - target) * compute if stall else compute / (1 - target)
+        delay = target / (1 - target) * compute if stall or not target else compute / (1 - target)
         report = base if target == 0 else run(delay)
         r = report.end_to_end
         fastest.append(r.examples_per_s / report.pipeline.examples_per_s)

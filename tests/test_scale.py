@@ -184,7 +184,7 @@ def test_a_service_pipeline_whose_epochs_end_is_warned_of(
     spec = feedgpu.PipelineSpec.for_dataset(service_data, batch_size=4, image_size=(32, 32))
     served = spec.with_changes(service=dispatcher.address)
     try:
-        with pytest.raises(feedgpu.UsageError, match="cannot travel to tf.data service"):
+        with pytest.raises(feedgpu.UsageError, match=r"cannot travel to tf\.data service"):
             feedgpu.build_pipeline(served, None, StageChanges(delay_s=(("batch", 0.01),)))
         with caplog.at_level("WARNING", logger="feedgpu.pipeline.build"):
             feedgpu.build_pipeline(served)
