@@ -55,10 +55,11 @@ def test_bench_convert_text_smoke(capsys, vocab_txt: Path) -> None:
             result.ours_vs_plain * result.plain_tok_s,
             result.ours_vs_tf * result.ours_tf_tok_s,
         ]
-        # ratios are printed to 3 decimals: a small one carries that rounding, not a percentage
+        # ratios are printed to 3 decimals: a small one carries that rounding, not a percentage.
+        # One run of ours, three ways; how it compares with ours' faster run is not asserted here
+        # (two measured runs: the benchmark's to report)
         rounding = 5e-4 * max(result.ceiling_tok_s, result.plain_tok_s, result.ours_tf_tok_s)
         assert first == pytest.approx([first[0]] * 3, abs=2 * rounding)
-        assert first[0] <= result.ours_tok_s + rounding
     last = capsys.readouterr().out.splitlines()[-1]
     assert "worst ours/best =" in last and "ours/(a) =" in last
     for result in results:  # the headline is against the faster of the two references

@@ -233,11 +233,8 @@ def _bench_feedgpu(
         options.ablation == "auto" and measured.end_to_end.input_share >= SATURATED_SHARE
     ):
         split_bytes = manifest.split(spec.split).num_bytes
-        longest = (
-            (manifest.statistics.get("width") or {}).get("max"),
-            (manifest.statistics.get("height") or {}).get("max"),
-        )
-        stored = manifest.options.get("max_size") or max((s for s in longest if s), default=None)
+        sides = [(manifest.statistics.get(k) or {}).get("max") for k in ("width", "height")]
+        stored = manifest.options.get("max_size") or max(filter(None, sides), default=None)
         ablation = run_ablation(spec, options.stages, rate, split_bytes, stored)
     shown = ablation.best_spec if ablation else spec  # the spec the report shows
     # A compared run's report is only a line beside the user's: nothing to trace for it. The
