@@ -144,8 +144,8 @@ def main(argv: Sequence[str] | None = None) -> VerdictBenchResult:
     compute = e.total_s / e.num_steps - wait0  # mean compute per step
     rows = []
     fastest = []  # end to end over the pipeline alone, each row
+    stall = args.stage == "stall"
     for target in shares:
-        stall = args.stage == "stall"
         delay = target / (1 - target) * compute if stall or not target else compute / (1 - target)
         report = base if target == 0 else run(delay)
         r = report.end_to_end
