@@ -62,6 +62,7 @@ from bench_data import (
     step_batches,
     train_tokenizer,
 )
+from text_reference import fast_bert
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ def run_ceiling(tokenizer, docs: list[str]) -> tuple[float, int]:
         )
         return tokens / (time.perf_counter() - start), tokens
 
-    fast = tokenizer.fast()
+    fast = fast_bert(tokenizer)
     # Its best: tf.data's autotuner off (measured here, with it on this map ran at 4.6-7.2 M
     # tokens/s from run to run, with it off at 7.0-7.7; see PipelineSpec.autotune).
     best = tf.data.Options()
@@ -130,7 +131,7 @@ def run_threads(tokenizer, docs: list[str], threads: int | None = None) -> float
 
     from feedgpu.convert.plan import default_workers
 
-    fast = tokenizer.fast()
+    fast = fast_bert(tokenizer)
     graph = tf.function(
         lambda t: tf.reduce_sum(fast.tokenize(t).row_lengths()),
         input_signature=[tf.TensorSpec([None], tf.string)],
@@ -152,7 +153,7 @@ def step_threads() -> tuple[int, int]:
     return default_workers(), 2 * default_workers()
 
 
-def run_step(tokenizer, batches: list[tuple[list[str], list[bool]]], threads: int) -> float:
+def run_step(tokenizer, batches: list[list[str]], threads: int) -> float:
     """(a''): the tokenizer step ours runs, alone: `TextTokenizer.ids` (plain batches through
     the WordPiece step without BERT's normaliser, doubtful texts redone) on ours' own batches
     and plain marks (`step_batches`, which tokenized them once already: graphs traced, UTF-8
@@ -164,8 +165,8 @@ def run_step(tokenizer, batches: list[tuple[list[str], list[bool]]], threads: in
     reference itself faster counts too")."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def tokens(batch: tuple[list[str], list[bool]]) -> int:
-        return int(tokenizer.ids(*batch)[1].sum())
+    def tokens(batch: list[str]) -> int:
+        return int(tokenizer.ids(batch)[1].sum())
 
     begin = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
@@ -206,28 +207,15 @@ def environment(name: str, value: str) -> Iterator[None]:
             os.environ[name] = before
 
 
-@contextlib.contextmanager
-def models_built() -> Iterator[None]:
-    """Conversions as a vocabulary's first: tensorflow-text's models built, not read back from
-    the cache folder conversions keep them in (`fast_models`), so no ratio counts on it."""
-    folder = tempfile.mkdtemp(prefix="feedgpu_models_")
-    try:
-        with environment("FEEDGPU_CACHE_DIR", folder):
-            yield
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 def run_ours(src: str, out_dir: str, tokenizer_arg: str, native: bool = True) -> float:
-    """Seconds (c) takes, as the vocabulary's first conversion (`models_built`), its corpus in
-    the page cache (`cached_corpus`); with native False, (c'): the same without its compiled
-    steps (FEEDGPU_NO_NATIVE)."""
+    """Seconds (c) takes, its corpus in the page cache (`cached_corpus`); with native
+    False, (c'): the same without its compiled steps (FEEDGPU_NO_NATIVE)."""
     from feedgpu.converters.text.convert import TextOptions, convert_text
     from feedgpu.converters.text.native import NO_NATIVE_ENV
 
     shutil.rmtree(out_dir, ignore_errors=True)
     cached_corpus(src)
-    with models_built(), environment(NO_NATIVE_ENV, "0" if native else "1"):
+    with environment(NO_NATIVE_ENV, "0" if native else "1"):
         before = disk_reads()
         start = time.perf_counter()
         convert_text(src, out_dir, TextOptions(tokenizer=tokenizer_arg), quiet=True)
@@ -372,11 +360,10 @@ def main(argv: Sequence[str] | None = None) -> list[TextBenchResult]:
         tok = load_tokenizer(TokenizerSpec.parse(tokenizer_arg))
         if args.tokenizer:
             kind = str(tok.config["model"]["type"]).lower()
-        with models_built():  # the references' models: not kept in the user's cache
-            results = [
-                _measure(args, profile, tmp, tokenizer_arg, tok, kind, tf_import_s)
-                for profile in profiles
-            ]
+        results = [
+            _measure(args, profile, tmp, tokenizer_arg, tok, kind, tf_import_s)
+            for profile in profiles
+        ]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     threads = tok.fast_capable

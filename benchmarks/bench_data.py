@@ -171,8 +171,8 @@ def corpus_reading(src: str) -> tuple[list, Any, Any]:
     return sources, ReadOptions(), Labels({"train": 1.0}, {})
 
 
-def step_batches(tokenizer, src: str) -> list[tuple[list[str], list[bool]]]:
-    """(a'')'s input: ours' own batches of a corpus and their plain marks (`iter_batches`,
+def step_batches(tokenizer, src: str) -> list[list[str]]:
+    """(a'')'s input: ours' own batches of a corpus' texts (`iter_batches`,
     `Batch.parse`), made once a profile, off the clock, so (a'') can run right after ours;
     tokenized once untimed, so every round's (a'') does the same work (the texts' UTF-8 kept
     by their str, the character table's first answers learned)."""
@@ -182,9 +182,9 @@ def step_batches(tokenizer, src: str) -> list[tuple[list[str], list[bool]]]:
     batches = []
     for batch in iter_batches(sources, read, labels, [], strict=False):
         batch.parse(read, labels.fractions, strict=False)
-        batches.append((batch.texts, batch.plain))
-    for texts, plain in batches:
-        tokenizer.ids(texts, plain)
+        batches.append(batch.texts)
+    for texts in batches:
+        tokenizer.ids(texts)
     return batches
 
 

@@ -187,6 +187,7 @@ def text_rates(corpus: str, data: str, vocab: str, batch: int, tokens: int) -> d
     import glob
 
     import tensorflow as tf
+    from text_reference import fast_bert
     from tokenizers import Tokenizer
 
     import feedgpu
@@ -199,7 +200,7 @@ def text_rates(corpus: str, data: str, vocab: str, batch: int, tokens: int) -> d
         with open(os.path.join(corpus, name), encoding="utf-8") as f:
             docs += [json.loads(line)["text"] for line in f]
     tok = load_tokenizer(TokenizerSpec.parse(vocab))
-    fast = tok.fast()
+    fast = fast_bert(tok)
     hf = Tokenizer.from_file(os.path.join(data, "tokenizer.json"))
 
     def tokens_in(b):  # the same host-side count for every contender

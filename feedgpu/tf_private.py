@@ -68,36 +68,6 @@ def worker_address(server: Any) -> str:
     return str(server._address)
 
 
-def fast_wordpiece_step(fast_bert_tokenizer: Any) -> Any:
-    """The WordPiece step inside tensorflow-text's `FastBertTokenizer`, or None.
-
-    Plain-ASCII batches skip BERT's normaliser and call this step alone; tensorflow-text builds
-    it from the same vocabulary but offers no public handle on it.
-    """
-    return getattr(fast_bert_tokenizer, "_fast_wordpiece_tokenizer", None)
-
-
-def fast_model_builders() -> tuple[Any, Any]:
-    """tensorflow-text's builders of the fast WordPiece and BERT normaliser models (their
-    flatbuffers, as bytes): (wordpiece(vocab, max_bytes_per_word, suffix_indicator,
-    unknown_token, no_pretokenization, support_detokenization), normalizer(lowercase)).
-
-    `FastBertTokenizer` calls them each time it is made and takes their bytes back as model
-    buffers, but offers no public way to build the bytes alone, to keep them between runs.
-    """
-    from tensorflow_text.core.pybinds import (
-        pywrap_fast_bert_normalizer_model_builder as normalizer,
-    )
-    from tensorflow_text.core.pybinds import (
-        pywrap_fast_wordpiece_tokenizer_model_builder as wordpiece,
-    )
-
-    return (
-        wordpiece.build_fast_wordpiece_model,
-        normalizer.build_fast_bert_normalizer_model,
-    )
-
-
 def trackable_base() -> Any:
     """The base class of objects `tf.train.Checkpoint` saves through their own tensors
     (`_serialize_to_tensors` / `_restore_from_tensors`), as TensorFlow's lookup tables do.

@@ -256,13 +256,6 @@ def _no_amx_detected(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("feedgpu.bench.device._cpu_has_amx_bf16", lambda: False)
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _models_kept_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Tokenizer models built during the suite are kept in its tmp folder (CLI children inherit
-    it), never in the user's cache (`fast_models.cache_dir`)."""
-    os.environ["FEEDGPU_CACHE_DIR"] = str(tmp_path_factory.mktemp("model-cache"))
-
-
 def compiled_step(name: str, monkeypatch: pytest.MonkeyPatch) -> object:
     """feedgpu's compiled step `name`, turned on. CI builds it (a missing one fails there);
     elsewhere, a package installed without a C compiler runs without it, and the tests that

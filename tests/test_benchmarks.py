@@ -75,34 +75,6 @@ def test_bench_convert_text_smoke(capsys, vocab_txt: Path) -> None:
     assert "(a) HF alone" in capsys.readouterr().out
 
 
-def test_profile_convert_text_smoke(capsys, vocab_txt: Path) -> None:
-    bench = load("profile_convert_text")
-    results = bench.main(["--mb", "0.2", "--lengths", "short", "--tokenizer", str(vocab_txt)])
-    (short,) = results.values()
-    assert short["tokenizer step alone"] > 0 and short["conversion"] > 0
-    # Plain lines parsed and tokenized at once, and batches framed in one step, where the
-    # compiled steps are built (CI).
-    parse = short.get("parse and tokenize at once", short.get("parse JSON"))
-    from feedgpu.converters.text.native import native_module
-
-    one_step = "names, blocks, routes, records, framing (one step)"
-    records = short.get(one_step, short.get("examples"))
-    assert short["ours/(a')"] > 0 and records is not None and records > 0
-    assert (one_step in short) == (native_module("_records") is not None)
-    assert parse is not None and parse > 0
-    assert short["layout sample (auto)"] > 0
-    assert 0 < short["ours/best"] <= short["ours/(a')"]  # against the stronger of (a'), (a'')
-    assert "x the step" in capsys.readouterr().out
-
-
-def test_bench_model_cache_smoke(capsys, vocab_txt: Path) -> None:
-    bench = load("bench_model_cache")
-    result = bench.main(["--mb", "0.1", "--rounds", "1", "--tokenizer", str(vocab_txt)])
-    assert result["built_s"] > 0 and result["kept_s"] > 0 and result["kept_vs_built"] > 0
-    out = capsys.readouterr().out
-    assert "round 1 built" in out and "round 1 kept" in out and "kept/built" in out
-
-
 def test_bench_pipeline_smoke(tmp_path: Path, capsys) -> None:
     bench = load("bench_pipeline")
     result = bench.main(

@@ -90,7 +90,7 @@ def test_a_failed_parity_check_redoes_the_chunk_and_what_was_read_ahead(
     src, options = corpus
     slow(monkeypatch)
     real_line_ids, real_parity = TextTokenizer.line_ids, TextRunner.check_parity
-    real_fast_ids = TextTokenizer.fast_ids
+    real_ids = TextTokenizer.ids
     ahead = threading.Event()  # the second chunk's batches were submitted by the fast path
     real_feed = ChunkBatches.feed
 
@@ -99,9 +99,9 @@ def test_a_failed_parity_check_redoes_the_chunk_and_what_was_read_ahead(
         if self.index == 1 and self.fast_used:
             ahead.set()
 
-    def wrong_fast_ids(self, texts, plain=None):  # a fast path that disagrees with HF
-        values, lengths, unsure = real_fast_ids(self, texts, plain)
-        return (values + 1) % 12, lengths, unsure
+    def wrong_ids(self, texts):  # a compiled road that disagrees with HF
+        values, lengths = real_ids(self, texts)
+        return (values + 1) % 12, lengths
 
     def wrong_line_ids(self, field):  # its lines parsed and tokenized at once
         step = real_line_ids(self, field)
@@ -117,7 +117,7 @@ def test_a_failed_parity_check_redoes_the_chunk_and_what_was_read_ahead(
         real_parity(self)
 
     monkeypatch.setattr(ChunkBatches, "feed", feed)
-    monkeypatch.setattr(TextTokenizer, "fast_ids", wrong_fast_ids)
+    monkeypatch.setattr(TextTokenizer, "ids", wrong_ids)
     monkeypatch.setattr(TextTokenizer, "line_ids", wrong_line_ids)
     monkeypatch.setattr(TextRunner, "check_parity", late_parity)
     out = tmp_path / "out"

@@ -15,7 +15,6 @@ from tokenizers import Tokenizer
 
 from feedgpu import DatasetError, UsageError, read_manifest
 from feedgpu.converters.text.convert import TextOptions, convert_text
-from feedgpu.converters.text.native import NO_NATIVE_ENV
 from feedgpu.converters.text.tokenizer import TextTokenizer
 
 
@@ -42,7 +41,7 @@ def test_trained_wordpiece_round_trip_equals_hf_on_every_document(
         "[MASK]",
     ]
     assert TextTokenizer(saved).identity == manifest["tokenizer"]["identity"]
-    assert manifest["tokenizer"]["path"] == "fast_wordpiece"
+    assert manifest["tokenizer"]["road"] == "compiled"
     assert manifest["tokenizer"]["mismatch_rate"] == 0.0
     odd = 0
     for ex in shard_examples(out):
@@ -161,10 +160,6 @@ def test_auto_s_sample_counts_hf_s_ids_and_a_finished_run_needs_no_tensorflow(
     assert tok.fast_capable
     sources = [TextSource(SourceFile("a.jsonl", str(src / "a.jsonl"), 0, 0), None, None)]
     hf = [len(ids) + 2 for ids in tok.encode_reference(texts)]
-    with monkeypatch.context() as graph_only:  # the compiled step's table counts as HF does
-        graph_only.setenv(NO_NATIVE_ENV, "1")
-        fast = load_tokenizer(TokenizerSpec.parse(options.tokenizer)).fast_ids(texts)[1] + 2
-    assert sum(fast) != sum(hf)  # tensorflow-text would count otherwise
     assert _mean_ids(sources, options, tok) == pytest.approx(sum(hf) / len(hf))
     out = tmp_path / "out"
     convert_text(str(src), str(out), options, quiet=True)
@@ -277,7 +272,7 @@ def test_jsonl_gzip_and_lines_with_every_document_accounted_for(
     assert manifest["text"]["documents"] + report.num_skipped == total_docs
     assert set(report.examples_by_split) == {"train", "validation"}
     saved = Tokenizer.from_file(str(out / "tokenizer.json"))
-    assert manifest["tokenizer"]["path"] == "hf" and manifest["tokenizer"]["model"] == "BPE"
+    assert manifest["tokenizer"]["road"] == "hf" and manifest["tokenizer"]["model"] == "BPE"
     by_id = {ex["doc_id"][0].decode(): ex["input_ids"] for ex in shard_examples(out)}
     compared = 0
     for number, line in enumerate((jsonl_corpus / "part-0.jsonl").read_bytes().splitlines(), 1):
@@ -643,7 +638,7 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
     src.mkdir()
     lines = [json.dumps({"text": "hello worlds! " * (i % 7 + 1)}) for i in range(1500)]
     (src / "a.jsonl").write_text("\n".join(lines) + "\n")
-    real_fast_ids, real_line_ids = TextTokenizer.fast_ids, TextTokenizer.line_ids
+    real_ids, real_line_ids = TextTokenizer.ids, TextTokenizer.line_ids
     real_parity = TextRunner.check_parity
     before_verdict = 0  # documents the fast path tokenized before the parity check ran
     chunk_done = threading.Event()
@@ -657,10 +652,10 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
             if before_verdict >= 1500:
                 chunk_done.set()
 
-    def wrong_fast_ids(self, texts, plain=None):  # a fast path that disagrees with HF
+    def wrong_ids(self, texts):  # a compiled road that disagrees with HF
         count(len(texts))
-        values, lengths, unsure = real_fast_ids(self, texts, plain)
-        return (values + 1) % len(vocab), lengths, unsure
+        values, lengths = real_ids(self, texts)
+        return (values + 1) % len(vocab), lengths
 
     def wrong_line_ids(self, field):  # its lines parsed and tokenized at once (where built)
         step = real_line_ids(self, field)
@@ -678,14 +673,14 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
         assert chunk_done.wait(timeout=60), "the chunk never took the fast path"
         real_parity(self)
 
-    monkeypatch.setattr(TextTokenizer, "fast_ids", wrong_fast_ids)
+    monkeypatch.setattr(TextTokenizer, "ids", wrong_ids)
     monkeypatch.setattr(TextTokenizer, "line_ids", wrong_line_ids)
     monkeypatch.setattr(TextRunner, "check_parity", late_parity)
     out = tmp_path / "out"
     convert_text(str(src), str(out), TextOptions(tokenizer=str(tmp_path / "vocab.txt")), quiet=True)
     manifest = read_manifest(str(out)).to_json()
     assert before_verdict == 1500  # all of it on the fast path first, then all redone
-    assert manifest["tokenizer"]["path"] == "hf"
+    assert manifest["tokenizer"]["road"] == "hf"
     assert manifest["tokenizer"]["mismatch_rate"] == 1.0
     hf = Tokenizer.from_file(str(out / "tokenizer.json"))
     found = shard_examples(out)
@@ -815,99 +810,6 @@ def test_blocks_of_long_lines_stay_within_their_byte_budget(monkeypatch, tmp_pat
     assert max(map(len, blocks)) <= raw_lines.BLOCK_LINES
 
 
-def test_documents_marked_plain_are_exactly_the_ones_the_fast_path_gets_right(
-    tmp_path: Path,
-) -> None:
-    """The JSON reader marks a text plain (no re-check before the fast tokenizer) from its raw
-    line; a mark on a text with a control or non-ASCII character would skip a needed check."""
-    import random
-
-    from tokenizers import BertWordPieceTokenizer
-
-    from feedgpu.converters.listing import SourceFile
-    from feedgpu.converters.text.sources import Document, ReadOptions, iter_documents
-
-    rng = random.Random(7)
-    alphabet = ["a", "Z", " ", "\t", "\n", "\r", "\\", "u", "b", "f", '"', "\x01", "\x08"]
-    alphabet += ["\x0c", "\x7f", "\x1f", "é", "ß", "\u200b", "😀"]
-    texts = ["plain words", "tab\tand\nnewline", "back\\slash u b f", "x\x7fdel", "ctl\x0cff"]
-    texts += ["".join(rng.choices(alphabet, k=rng.randint(1, 12))) for _ in range(400)]
-    lines = [json.dumps({"text": t}, ensure_ascii=rng.random() < 0.5) for t in texts]
-    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    source = SourceFile("a.jsonl", str(tmp_path / "a.jsonl"), 0, 0)
-    docs = [d for d in iter_documents(source, ReadOptions()) if isinstance(d, Document)]
-    vocab = {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "a": 3}
-    tok = TextTokenizer(BertWordPieceTokenizer(vocab, lowercase=True)._tokenizer)
-    for doc in docs:
-        if doc.plain:
-            assert doc.text.isascii() and not tok.needs_reference(doc.text), repr(doc.text)
-    marked = {d.text for d in docs if d.plain}
-    assert {"plain words", "tab\tand\nnewline", "back\\slash u b f"} <= marked
-    assert not {"x\x7fdel", "ctl\x0cff"} & marked
-    assert len(marked) > 20  # random texts of printable ASCII and tab/CR/LF are marked too
-
-
-@pytest.mark.parametrize("lowercase", [True, False])
-def test_plain_batches_take_the_short_graph_with_the_whole_tokenizers_ids(
-    tmp_path: Path, lowercase: bool
-) -> None:
-    """Batches of plain texts skip BERT's normaliser (lowercasing in-graph instead): the ids
-    must be the full FastBertTokenizer's and HF's, cased or not, with tabs, CR, LF,
-    punctuation and over-long words. (The compiled step's: tests/test_native.py.)"""
-    import random
-
-    import numpy as np
-
-    from feedgpu.converters.text.examples import per_text_ids
-    from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
-
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "Hello", "world", "##s"]
-    vocab += ["!", ",", ".", "the", "The", "##re", "a", "x", "(", ")"]
-    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    tok = load_tokenizer(TokenizerSpec.parse(str(tmp_path / "vocab.txt"), lowercase=lowercase))
-    rng = random.Random(3)
-    pieces = ["hello", "Hello", "HELLO", "worlds", "the", "There", "!", ",", "\t", "\n", "\r"]
-    pieces += [" ", "  ", "x" * 120, "a.b", "(x)", "~", "`", "{}", "WoRlD", "zz"]
-    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 30))) for _ in range(300)]
-    texts = [t for t in texts if t.strip()]
-    # The graphs themselves (where the compiled step is built, plain texts skip them).
-    short_values, short_lengths, short_unsure = tok._graph_ids(texts, [True] * len(texts))
-    assert tok._fast_graph.plain is not None  # the short graph exists (and so took the batch)
-    whole_values, whole_lengths, whole_unsure = tok._graph_ids(texts, None)
-    assert short_unsure == whole_unsure == []
-    assert np.array_equal(short_lengths, whole_lengths)
-    assert np.array_equal(short_values, whole_values)
-    hf = tok.encode_reference(texts)
-    assert [ids.tolist() for ids in per_text_ids(short_values, short_lengths)] == hf
-
-
-def test_tokenizer_threads_trace_their_graphs_once(tmp_path: Path) -> None:
-    """Threads arriving together at the first batches each traced the graphs again
-    (TensorFlow's "triggered tf.function retracing" warning, and the time)."""
-    import logging
-
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b", "c", "##s"]
-    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    (tmp_path / "src").mkdir()
-    lines = [" ".join("abc"[(i + j) % 3] for j in range(1 + i % 5)) for i in range(6000)]
-    (tmp_path / "src" / "docs.txt").write_text("\n".join(lines) + "\n")
-    records: list[logging.LogRecord] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(record)
-
-    keep = Keep()
-    logging.getLogger("tensorflow").addHandler(keep)
-    try:
-        options = TextOptions(tokenizer=str(tmp_path / "vocab.txt"), doc_per_line=True)
-        convert_text(str(tmp_path / "src"), str(tmp_path / "out"), options, workers=2, quiet=True)
-    finally:
-        logging.getLogger("tensorflow").removeHandler(keep)
-    assert not [r for r in records if "retracing" in r.getMessage()]
-    assert len(shard_examples(tmp_path / "out")) == 6000
-
-
 @pytest.mark.parametrize("errors", ["skip", "replace"])
 def test_lines_only_pythons_json_reads_are_skipped_or_replaced(tmp_path: Path, errors: str) -> None:
     """What only Python's json parser takes (orjson refuses it) never raises: nesting past
@@ -952,3 +854,58 @@ def test_files_whose_names_are_not_utf8_are_skipped_with_their_reason(tmp_path: 
     options = TextOptions(tokenizer=str(tmp_path / "vocab.txt"))
     report = convert_text(str(src), str(tmp_path / "out"), options, quiet=True, allow_skips=True)
     assert report.num_examples == 1 and report.skipped_by_reason == {"name not UTF-8": 2}
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {},  # auto: short documents in blocks
+        {"docs_per_record": 1},
+        {"docs_per_record": 3, "label_field": "y"},
+        {"max_length": 9},
+        {"max_length": 12, "stride": 3, "label_field": "y"},
+        {"pack": 16},
+        {"split": "train=0.7,validation=0.3", "docs_per_record": 1, "label_field": "y"},
+    ],
+)
+def test_every_record_written_fits_the_schema_and_its_reference_bytes(
+    tmp_path: Path, layout: dict
+) -> None:
+    """The schema is the writer's contract: every record of every shard, in each layout,
+    fits the manifest's features, holds consistent blocks (one length, name and label a
+    document, its ids their sum), and is byte for byte what the Python reference encoder
+    (`format.records.encode_example`) writes for the values it holds."""
+    import random
+
+    from feedgpu.format.records import decode_example, encode_example, read_records
+    from feedgpu.format.schema import Schema
+
+    rng = random.Random(len(str(layout)))
+    words = ["the", "cat", "sat", "naïve", "東京", "[1913", "Webster]", "<b>x</b>", "ok", "a"]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words[:5], "[", "]", "<", ">", "/"]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    src = tmp_path / "src"
+    src.mkdir()
+    lines = [
+        json.dumps({"text": " ".join(rng.choices(words, k=rng.randint(1, 30))), "y": i % 3})
+        for i in range(600)
+    ]
+    (src / "a.jsonl").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    options = TextOptions(tokenizer=str(tmp_path / "vocab.txt"), num_shards=3, **layout)
+    convert_text(str(src), str(out), options, quiet=True)
+    schema = Schema.from_json(json.loads((out / "feedgpu.json").read_text())["features"])
+    records = 0
+    for shard in sorted(out.glob("*.tfrecord-*")):
+        with open(shard, "rb") as f:
+            for record in read_records(f):
+                schema.check_record(record)
+                values = decode_example(record)
+                assert encode_example(values) == record
+                if schema.blocks:
+                    lengths = values["length"]
+                    assert len(values["doc_id"]) == len(lengths) >= 1
+                    assert sum(lengths) == len(values["input_ids"])  # type: ignore[arg-type]
+                    assert len(values.get("label", lengths)) == len(lengths)
+                records += 1
+    assert records >= 3

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import string
 from concurrent.futures import ThreadPoolExecutor
@@ -71,11 +72,11 @@ def _filled(hf: Tokenizer, texts: list[str], values: Any, lengths: Any, holes: A
     return _per_text(values, lengths)
 
 
-def _lines(step: PlainWordPiece, lines: list[bytes], field: str, triggers: str) -> Any:
+def _lines(step: PlainWordPiece, lines: list[bytes], field: str, tokens: tuple[str, ...]) -> Any:
     """The JSON-lines step on lines given one by one, as a conversion's block of them."""
     from feedgpu.converters.text.raw_lines import joined
 
-    ids = step.lines_of(field, triggers)
+    ids = step.lines_of(field, tokens)
     assert ids is not None
     return ids(*joined(lines))
 
@@ -169,8 +170,9 @@ def test_conversion_is_the_same_bytes_without_the_step(
     module: Any, records: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The compiled steps change nothing on disk: a conversion with them and one without
-    (FEEDGPU_NO_NATIVE) write the same shards (with neither built, it would compare the
-    TensorFlow path with itself: it needs both)."""
+    (FEEDGPU_NO_NATIVE: HF and the Python reference) write the same shards, and the manifest
+    names each one's road and why (with neither built, it would compare HF with itself: it
+    needs both)."""
     from feedgpu import read_manifest
     from feedgpu.converters.text.convert import TextOptions, convert_text
 
@@ -182,11 +184,13 @@ def test_conversion_is_the_same_bytes_without_the_step(
     texts = [*_texts(rng, vocab, 3000), "naïve café", "a\x01b"]
     (src / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts if t))
     outs = []
-    for flag in ("0", "1"):
+    for flag, road in (("0", "compiled"), ("1", "hf")):
         monkeypatch.setenv(NO_NATIVE_ENV, flag)
         out = tmp_path / f"out{flag}"
         convert_text(str(src), str(out), TextOptions(tokenizer=str(tmp_path / "vocab.txt")))
-        assert read_manifest(str(out)).to_json()["tokenizer"]["path"] == "fast_wordpiece"
+        tokenizer = read_manifest(str(out)).to_json()["tokenizer"]
+        assert tokenizer["road"] == road
+        assert (NO_NATIVE_ENV in tokenizer["reason"]) == (flag == "1"), tokenizer["reason"]
         outs.append(out)
     shards = sorted(p.name for p in outs[0].glob("*.tfrecord-*"))
     assert shards
@@ -216,7 +220,9 @@ def test_typed_special_tokens_take_hfs_ids(
     texts[40] += " [SEP"  # no added token at all
     assert tok.typed_added(texts) == [3, 10, 20, 30]
     expected = tok.encode_reference(texts)
-    assert expected[3] != _per_text(*tok.fast_ids([texts[3]])[:2])[0]  # the fast path alone
+    step = tok.plain_step()
+    if step is not None:  # the step alone splits "[SEP]": the test has teeth
+        assert expected[3] != _per_text(*step.ids([texts[3]])[:2])[0]
     assert _per_text(*tok.ids(texts)) == expected
 
 
@@ -445,19 +451,19 @@ def test_json_lines_step_takes_only_certain_plain_lines(module: Any, tmp_path: P
     vocab = _vocab(rng, 600)
     hf = _hf(vocab, lowercase=True)
     step = _step(module, vocab, hf, lowercase=True)
-    values, lengths, taken, left = _lines(step, _TAKEN_LINES, "text", "[")
+    values, lengths, taken, left = _lines(step, _TAKEN_LINES, "text", ("[SEP]",))
     assert taken.tolist() == _TAKEN
     blank = [i for i, line in enumerate(_TAKEN_LINES) if not line.strip()]
     assert left.tolist() == [i for i in range(len(_TAKEN_LINES)) if i not in _TAKEN + blank]
     texts = [json.loads(_TAKEN_LINES[i])["text"] for i in _TAKEN]
     assert texts[2] == "last wins"
-    assert step.lines_of("te\udcffxt", "[") is None  # no line names it: Python's path reads
+    assert step.lines_of("te\udcffxt", ("[SEP]",)) is None  # no line names it: Python's path reads
     expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
     assert _per_text(values, lengths) == expected
     # Another field, and random plain texts written by json.dumps with and without escapes.
     docs = _texts(rng, vocab, 300)
     lines = [json.dumps({"body": t, "n": i}).encode() + b"\n" for i, t in enumerate(docs)]
-    values, lengths, taken, left = _lines(step, lines, "body", "")
+    values, lengths, taken, left = _lines(step, lines, "body", ())
     kept = [i for i, t in enumerate(docs) if t.strip()]
     assert taken.tolist() == kept
     assert left.tolist() == [i for i in range(len(docs)) if i not in kept]
@@ -465,39 +471,46 @@ def test_json_lines_step_takes_only_certain_plain_lines(module: Any, tmp_path: P
     assert _per_text(values, lengths) == expected
 
 
-def test_json_lines_step_leaves_each_text_holding_an_added_tokens_first_character(
-    module: Any,
-) -> None:
+def test_json_lines_step_leaves_only_texts_holding_an_added_tokens_text(module: Any) -> None:
     """A batch's lines are searched for the added tokens' first characters at once
-    (`mark_stops`): every text holding one, raw or escaped, at any place in its line and
-    beside blank and empty lines, is left to Python; a text whose line holds one only outside
-    it (another field) is taken; so are the lines after each."""
+    (`mark_stops`), then those lines' texts for the tokens' whole texts: every text holding
+    one in any ASCII case, raw or escaped, at any place in its line and beside blank and
+    empty lines, is left to Python; a text holding only a bracket or a token's start (real
+    text's "[1913 Webster]", "<b>", "[SE") is taken, and so is one whose line holds a token
+    only outside it (another field)."""
     rng = random.Random(8)
     vocab = _vocab(rng, 600)
     hf = _hf(vocab, lowercase=True)
     step = _step(module, vocab, hf, lowercase=True)
     words = [t.removeprefix("##") for t in vocab[10:] if t.isalnum()]
     lines, held = [], []
-    for i in range(400):
+    for i in range(500):
         text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 12)))
-        kind = rng.randrange(6)
-        if kind == 1:  # in the text, anywhere
-            at = rng.randint(0, len(text))
-            text = text[:at] + rng.choice("[<") + text[at:]
+        kind = rng.randrange(7)
+        at = rng.randint(0, len(text))
+        if kind == 1:  # in the text, anywhere, in any case
+            text = (
+                text[:at] + rng.choice(["[SEP]", "[sep]", "[Sep]", "<MASK>", "<mask>"]) + text[at:]
+            )
+        if kind == 5:  # brackets and a token's start: no token
+            text = (
+                text[:at] + rng.choice(["[1913 Webster]", "<b>", "[SE", "[", "<mas k>"]) + text[at:]
+            )
         line = json.dumps({"text": text})
         if kind == 2:  # escaped: the line's bytes do not hold it, the text does
-            line = json.dumps({"text": text + " ~ x"}).replace("~", "\\u005b")
+            line = json.dumps({"text": text + " ~SEP] x"}).replace("~", "\\u005b")
         if kind == 3:  # only in another field, before or after the text
-            pair = json.dumps({"t": ["a", "b<"]})[1:-1]
+            pair = json.dumps({"t": ["a", "b[SEP]"]})[1:-1]
             line = "{" + pair + ", " + line[1:] if i % 2 else line[:-1] + ", " + pair + "}"
         lines.append(line.encode() + b"\n")
         if kind == 4:
             lines.append(rng.choice([b"\n", b"  \n"]))  # blank: neither taken nor left
         held.append((len(lines) - 1 - (kind == 4), kind in (1, 2)))
-    values, lengths, taken, left = _lines(step, lines, "text", "[<")
+    values, lengths, taken, left = _lines(step, lines, "text", ("[SEP]", "<mask>"))
     assert left.tolist() == [at for at, holds in held if holds]
     assert taken.tolist() == [at for at, holds in held if not holds]
     texts = [json.loads(lines[i])["text"] for i in taken.tolist()]
+    assert any("[" in t for t in texts) and any("<" in t for t in texts)
     expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
     assert _per_text(values, lengths) == expected
 
@@ -535,7 +548,7 @@ def test_json_lines_step_finds_each_stop_at_every_offset(module: Any) -> None:
             body = b"a" * at + stop + b" b" * 20
             lines += [b'{"text": "' + body + b'"}', b'{"k' + body + b'": 1, "text": "xy"}']
             taken += [in_text, in_key]
-    values, lengths, took, left = _lines(step, lines, "text", "")
+    values, lengths, took, left = _lines(step, lines, "text", ())
     assert took.tolist() == [i for i, t in enumerate(taken) if t]
     assert left.tolist() == [i for i, t in enumerate(taken) if not t]
     texts = [json.loads(lines[i])["text"] for i in took.tolist()]
@@ -549,7 +562,7 @@ def test_json_lines_step_refuses_bounds_outside_its_bytes(module: Any) -> None:
     ValueError, never a read outside the data; no lines at all: nothing."""
     rng = random.Random(13)
     vocab = _vocab(rng, 100)
-    ids = _step(module, vocab, _hf(vocab, lowercase=True), lowercase=True).lines_of("text", "")
+    ids = _step(module, vocab, _hf(vocab, lowercase=True), lowercase=True).lines_of("text")
     assert ids is not None
     data = b'{"text": "a"}\n{"text": "b"}\n'
     assert [part.tolist() for part in ids(data, np.array([0, 14, 28]))][2:] == [[0, 1], []]
@@ -577,7 +590,7 @@ def test_json_lines_step_holds_ids_for_texts_not_lines(module: Any) -> None:
         b'{"meta": "' + meta + b'", "text": "short"}\n',
         b'{"text": "caf\xc3\xa9 ' + meta + b'"}',
     ]
-    ids, (data, ends) = step.lines_of("text", ""), joined(lines)  # as a conversion reads them
+    ids, (data, ends) = step.lines_of("text"), joined(lines)  # as a conversion reads them
     assert ids is not None
     tracemalloc.start()
     try:
@@ -627,6 +640,61 @@ def test_messy_json_lines_convert_the_same_without_the_step(
     assert shards
     for name in shards:
         assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name
+
+
+def test_an_install_without_the_steps_converts_the_same_bytes_through_hf(
+    module: Any, records: Any, tmp_path: Path
+) -> None:
+    """A package built without a C compiler (its compiled steps not importable, whatever the
+    environment says): `feedgpu convert text` writes the same shards through HF and the
+    Python reference, says once on its output which road ran and how to get the other, and
+    the manifest names the road and why."""
+    import subprocess
+    import sys
+
+    from feedgpu.converters.text.tokenizer import NO_STEP, NO_STEP_HELP
+
+    rng = random.Random(9)
+    vocab = _vocab(rng, 600)
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    src = tmp_path / "src"
+    src.mkdir()
+    texts = [*_texts(rng, vocab, 2000), "naïve café [1913 Webster]", "a [SEP] b"]
+    (src / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts if t))
+    blocker = (
+        "import sys, runpy\n"
+        "class Blocker:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.startswith('feedgpu.converters.text._'):\n"
+        "            raise ImportError(name)\n"
+        "sys.meta_path.insert(0, Blocker())\n"
+        "sys.argv = ['feedgpu', *sys.argv[1:]]\n"
+        "runpy.run_module('feedgpu', run_name='__main__')\n"
+    )
+    outs = []
+    for name, prefix in (("built", []), ("without", ["-c", blocker])):
+        out = tmp_path / name
+        command = [sys.executable, *(prefix or ["-m", "feedgpu"]), "convert", "text", str(src)]
+        env = {k: v for k, v in os.environ.items() if k != NO_NATIVE_ENV}
+        done = subprocess.run(
+            [*command, str(out), "--tokenizer", str(tmp_path / "vocab.txt")],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        outs.append((out, done.stdout + done.stderr))
+    (built, said_built), (without, said_without) = outs
+    assert said_without.count(NO_STEP_HELP) == 1, said_without[-2000:]
+    assert NO_STEP not in said_built and "tokenizer: the compiled road" in said_built
+    assert f"tokenizer: the hf road ({NO_STEP})" in said_without
+    manifest = json.loads((without / "feedgpu.json").read_text())
+    assert (manifest["tokenizer"]["road"], manifest["tokenizer"]["reason"]) == ("hf", NO_STEP)
+    shards = sorted(p.name for p in built.glob("*.tfrecord-*"))
+    assert shards
+    for shard in shards:
+        assert (built / shard).read_bytes() == (without / shard).read_bytes(), shard
 
 
 def test_layout_sample_counts_are_hfs(module: Any, tmp_path: Path) -> None:
@@ -728,3 +796,18 @@ def test_framing_step_writes_tfrecords_bytes(records: Any, hardware: bool) -> No
     recs = [data[: rng.randint(0, 3000)] for _ in range(300)] + [b""]
     assert records.frame(recs) == frame_records(recs)
     assert records.frame([]) == b""
+
+
+def test_python_siphash_is_the_compiled_routes(records: Any) -> None:
+    """Without the compiled step, documents are routed by `examples.siphash`: the same
+    SipHash-2-4 values, so the same shards, for names of every length (each tail size),
+    empty, non-ASCII and bytes."""
+    from feedgpu.converters.text.examples import route_key, siphash
+
+    rng = random.Random(21)
+    names = ["", "a", "file.jsonl:1", "é" * 9, b"\x00\xff" * 13]
+    names += ["".join(rng.choices(string.printable, k=rng.randint(0, 40))) for _ in range(300)]
+    k0, k1 = route_key(7)
+    compiled = np.frombuffer(records.route(names, k0, k1, 1 << 62), np.uint64).tolist()
+    ours = [siphash(k0, k1, n.encode() if isinstance(n, str) else n) % (1 << 62) for n in names]
+    assert ours == compiled

@@ -64,20 +64,6 @@ def test_service_servers_stop_and_tell_their_address() -> None:
     )
 
 
-def test_fast_bert_tokenizer_keeps_its_wordpiece_step() -> None:
-    import tensorflow as tf
-    import tensorflow_text as text
-
-    from feedgpu.tf_private import fast_wordpiece_step
-
-    fast = text.FastBertTokenizer(vocab=["[UNK]", "a", "##b"], token_out_type=tf.int64)
-    step = fast_wordpiece_step(fast)
-    assert step is not None, _gone(
-        "FastBertTokenizer._fast_wordpiece_tokenizer", "fast_wordpiece_step"
-    )
-    assert step.tokenize(tf.constant(["ab"])).to_list() == [[1, 2]]
-
-
 def test_trackable_base_saves_and_restores_through_its_own_tensors(tmp_path) -> None:
     import tensorflow as tf
 
@@ -156,14 +142,3 @@ def test_trace_step_marks_a_step_that_xspace_reads_back(tmp_path) -> None:
     assert marks, "no train event in the trace"
     assert all(m.get("step_num") == 3 for m in marks)
     assert all(m.get("_r") == 1 for m in marks), _gone("Trace(..., _r=1)", "trace_step")
-
-
-def test_tensorflow_text_s_model_builders_make_model_bytes() -> None:
-    from feedgpu.tf_private import fast_model_builders
-
-    try:
-        wordpiece, normalizer = fast_model_builders()
-    except ImportError:
-        pytest.fail(_gone("tensorflow_text.core.pybinds model builders", "fast_model_builders"))
-    assert len(wordpiece(["[UNK]", "a", "##b"], 100, "##", "[UNK]", False, False)) > 0
-    assert len(normalizer(True)) > 0

@@ -73,7 +73,7 @@ def test_json_lines_step_writes_each_documents_ids_as_varints(module: Any, size:
     lines = [json.dumps({"text": t}).encode() for t in _texts(rng, vocab, 600)]
     lines[5:5] = [b"{broken", b"   ", json.dumps({"text": "caf\u00e9 \u2603"}).encode()]
     data, ends = joined([line + b"\n" for line in lines])
-    ids = step.lines_of("text", "")
+    ids = step.lines_of("text")
     assert ids is not None
     values, lengths, taken, left = ids(data, ends)
     found, lengths2, taken2, left2 = ids(data, ends, unk)

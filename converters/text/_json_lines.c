@@ -61,12 +61,48 @@ static void mark_stops(cursor data, const int64_t *ends, Py_ssize_t count,
     }
 }
 
+/* Added tokens' texts (HF matches them before it splits a text, so a text holding one is the
+ * caller's, for HF): each one's bytes, held while the GIL is released. */
+typedef struct {
+    const unsigned char **text;
+    Py_ssize_t *len, count;
+} Tokens;
+
+static inline int space_class(unsigned char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static inline unsigned char fold(unsigned char c) {
+    return c >= 'A' && c <= 'Z' ? (unsigned char)(c + 32) : c;
+}
+
+/* Whether the text may hold one of the tokens: at some place, each of its bytes equal to the
+ * token's but for ASCII case, and any of space, tab, LF and CR where the token has one. More
+ * texts than HF matches (it may match case and spaces exactly), never fewer: a text
+ * holding "[1913 Webster]" is the step's, one holding "[SEP]" or "[sep]" the caller's. */
+static int holds_token(const unsigned char *text, Py_ssize_t len, const Tokens *tk) {
+    for (Py_ssize_t k = 0; k < tk->count; k++) {
+        const unsigned char *w = tk->text[k];
+        Py_ssize_t m = tk->len[k];
+        for (Py_ssize_t i = 0; i + m <= len; i++) {
+            Py_ssize_t j = 0;
+            for (; j < m; j++) {
+                unsigned char a = w[j], b = text[i + j];
+                if (space_class(a) ? !space_class(b) : fold(a) != fold(b)) break;
+            }
+            if (j == m) return 1;
+        }
+    }
+    return 0;
+}
+
 /* A found text's ids into out, its count; -1: the caller's after all (an escape or byte
- * plain text cannot hold, a character the table t lacks, blank, or a byte of stop: added
- * tokens' first characters, a string). buf: room for the text decoded and three times it
- * for a word's normal form (four times its raw bytes); a text of ASCII alone uses none. */
+ * plain text cannot hold, a character the table t lacks, blank, or an added token's text:
+ * `holds_token`, searched only in lines holding one of stop, the tokens' first bytes). buf:
+ * room for the text decoded and three times it for a word's normal form (four times its raw
+ * bytes); a text of ASCII alone uses none. */
 static Py_ssize_t text_of_line(const Vocab *v, const Chars *t, const Found *f,
-                               const unsigned char *stop, unsigned char *buf, int64_t *out) {
+                               const Tokens *tk, unsigned char *buf, int64_t *out) {
     const unsigned char *text = f->text;
     Py_ssize_t len = f->len;
     if (f->holds & JSON_ESCAPED) {
@@ -76,9 +112,7 @@ static Py_ssize_t text_of_line(const Vocab *v, const Chars *t, const Found *f,
     }
     /* Raw, the text's bytes are its line's: a line without a byte of stop needs no search.
      * Decoded, an escape may have written one (\u005b is "["). */
-    if (f->stopped || (f->holds & JSON_ESCAPED))
-        for (const unsigned char *c = stop; *c; c++)
-            if (memchr(text, *c, len)) return -1;
+    if ((f->stopped || (f->holds & JSON_ESCAPED)) && holds_token(text, len, tk)) return -1;
     Py_ssize_t n = feedgpu_utf8_ids(v, t, text, len, out, buf + f->len);
     return n > 0 ? n : -1; /* none: blank, the caller's to skip */
 }
@@ -95,11 +129,11 @@ static void put_doc(unsigned char **o, const int64_t *ids, Py_ssize_t n, int64_t
 }
 
 PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
-    PyObject *capsule, *table, *data_obj, *ends_obj, *unk_obj = Py_None;
-    const char *field, *triggers;
-    Py_ssize_t field_len, trigger_count;
-    if (!PyArg_ParseTuple(args, "OOOOy#y#|O", &capsule, &table, &data_obj, &ends_obj, &field,
-                          &field_len, &triggers, &trigger_count, &unk_obj))
+    PyObject *capsule, *table, *data_obj, *ends_obj, *tokens_obj, *unk_obj = Py_None;
+    const char *field;
+    Py_ssize_t field_len;
+    if (!PyArg_ParseTuple(args, "OOOOy#O|O", &capsule, &table, &data_obj, &ends_obj, &field,
+                          &field_len, &tokens_obj, &unk_obj))
         return NULL;
     /* The ids as varints, where the records are framed from them (`framed`): the batch's ids
      * are never int64 in memory, only each document's, while it is written out. */
@@ -112,7 +146,13 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
     if (!v || failed) return NULL;
     /* The buffers are held (and their objects alive) while the GIL is released. */
     Py_buffer data = {0}, bounds = {0};
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *held = PySequence_Tuple(tokens_obj); /* each token's bytes kept alive */
+    if (!held) return NULL;
+    Tokens tk = {0};
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(held);
+        return NULL;
+    }
     Py_ssize_t count = 0, texts = 0, longest = 0, longest_text = 0;
     PyObject *values = NULL, *lengths = NULL, *taken = NULL, *odd = NULL, *result = NULL;
     PyObject *sizes = NULL, *unknowns = NULL;
@@ -131,8 +171,32 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
             goto done;
         }
     }
-    for (Py_ssize_t k = 0, n = 0; k < trigger_count; k++)
-        if (triggers[k] && !memchr(stop, triggers[k], n)) stop[n++] = (unsigned char)triggers[k];
+    tk.count = PyTuple_GET_SIZE(held);
+    tk.text = PyMem_Malloc(sizeof(char *) * (tk.count + 1));
+    tk.len = PyMem_Malloc(sizeof(Py_ssize_t) * (tk.count + 1));
+    if (!tk.text || !tk.len) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0, n = 0; k < tk.count; k++) {
+        PyObject *token = PyTuple_GET_ITEM(held, k);
+        if (!PyBytes_Check(token) || PyBytes_GET_SIZE(token) < 1) {
+            PyErr_SetString(PyExc_TypeError, "tokens: non-empty bytes");
+            goto done;
+        }
+        tk.text[k] = (const unsigned char *)PyBytes_AS_STRING(token);
+        tk.len[k] = PyBytes_GET_SIZE(token);
+        unsigned char first = tk.text[k][0], cases[2] = {first, first};
+        if (first >= 'a' && first <= 'z') cases[1] = (unsigned char)(first - 32);
+        if (first >= 'A' && first <= 'Z') cases[1] = (unsigned char)(first + 32);
+        if (space_class(first)) { /* any of the four: the search marks them all */
+            for (const char *c = " \t\n\r"; *c; c++)
+                if (!memchr(stop, *c, n)) stop[n++] = (unsigned char)*c;
+            continue;
+        }
+        for (int c = 0; c < 2; c++) /* NUL is never raw in a line the step takes */
+            if (cases[c] && !memchr(stop, cases[c], n)) stop[n++] = cases[c];
+    }
     found = PyMem_Malloc(sizeof(Found) * (count + 1));
     if (!found) {
         PyErr_NoMemory();
@@ -192,7 +256,7 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < count; i++) {
         Py_ssize_t n = -1;
         if (found[i].state == BLANK) continue;
-        if (found[i].state == TEXT) n = text_of_line(v, t, &found[i], stop, buf, out + at);
+        if (found[i].state == TEXT) n = text_of_line(v, t, &found[i], &tk, buf, out + at);
         if (n < 0) {
             left[nodd++] = i;
             continue;
@@ -217,6 +281,9 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
     else
         result = Py_BuildValue("OOOO", values, lengths, taken, odd);
 done:
+    PyMem_Free(tk.text);
+    PyMem_Free(tk.len);
+    Py_DECREF(held);
     PyMem_Free(found);
     PyMem_Free(buf);
     PyMem_Free(scratch);

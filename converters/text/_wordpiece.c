@@ -271,7 +271,8 @@ static PyMethodDef methods[] = {
      "caller; all as bytes): line i is data[ends[i]:ends[i + 1]] (data bytes-like, ends an "
      "int64 buffer); JSON lines whose document is certain and covered (_json_line.h; beyond "
      "ASCII, by the table, or None) tokenized, in order; blank lines in neither; a text "
-     "holding a byte of triggers left to the caller. With unk (an int, not None): the ids as "
+     "that may hold one of tokens (a sequence of bytes: added tokens' texts, ignoring ASCII "
+     "case) left to the caller. With unk (an int, not None): the ids as "
      "varints (bytes), and two more int64 bytes: each document's varint bytes and ids equal "
      "to unk."},
     {NULL, NULL, 0, NULL},

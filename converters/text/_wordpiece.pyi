@@ -14,6 +14,6 @@ def lines(
     data: bytes,
     ends: Any,
     field: bytes,
-    triggers: bytes,
+    tokens: Sequence[bytes],
     unk: int | None = None,
 ) -> tuple[bytes, ...]: ...

@@ -23,7 +23,7 @@ from feedgpu.converters.text.sources import (
     ReadOptions,
     input_bytes,
     iter_blocks,
-    parse_block,
+    line_document,
     parse_lines,
 )
 
@@ -54,7 +54,6 @@ class Batch:
 
     doc_ids: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
-    plain: list[bool] = field(default_factory=list)
     splits: list[str] = field(default_factory=list)
     labels: list[int | None] = field(default_factory=list)
     raw: list[tuple[RawLines, int, int, str | None]] = field(default_factory=list)
@@ -62,7 +61,7 @@ class Batch:
     chars: int = 0  # of its texts, or bytes of its lines: what filled it, not kept after
     # Parsed and tokenized at once (`LineIds`): every document's ids concatenated (int64
     # numpy, or `Varints`) and counts (int64 numpy), and which documents' texts are in `texts`
-    # (with `plain`) to tokenize, their counts 0 until then (`ids`). None: every text is in
+    # to tokenize, their counts 0 until then (`ids`). None: every text is in
     # `texts`.
     tokenized: tuple[Any, Any, list[int]] | None = None
     # Documents named by their line ("file:line" of a JSONL file) whose names are not made
@@ -89,7 +88,6 @@ class Batch:
     def add(self, doc: Document, split: str, label: int | None) -> None:
         self.doc_ids.append(doc.doc_id)
         self.texts.append(doc.text)
-        self.plain.append(doc.plain)
         self.splits.append(split)
         self.labels.append(label)
         self.chars += len(doc.text)
@@ -129,7 +127,6 @@ class Batch:
                 if isinstance(found, DocumentBlock):  # columns joined whole
                     self.doc_ids += found.doc_ids
                     self.texts += found.texts
-                    self.plain += found.plain
                     self.splits += (
                         [split] * len(found.doc_ids)
                         if split
@@ -156,18 +153,18 @@ class Batch:
         self.raw, self.lines = [], 0
         return skips
 
-    def ids(self, tokenize: Callable[[list[str], list[bool]], tuple[Any, Any]]) -> tuple[Any, Any]:
+    def ids(self, tokenize: Callable[[list[str]], tuple[Any, Any]]) -> tuple[Any, Any]:
         """Every document's ids concatenated, and each one's count (int64 numpy): those
-        `parse` tokenized, with tokenize's of the texts (and plain marks) left to it. The ids
-        are `Varints` where parse was given unk and left no text."""
+        `parse` tokenized, with tokenize's of the texts left to it. The ids are `Varints`
+        where parse was given unk and left no text."""
         if self.tokenized is None:
-            return tokenize(self.texts, self.plain)
+            return tokenize(self.texts)
         import numpy as np
 
         values, lengths, todo = self.tokenized
         if not todo:
             return values, lengths
-        more, sizes = tokenize(self.texts, self.plain)
+        more, sizes = tokenize(self.texts)
         if len(todo) == len(lengths):  # every line was left (a corpus of non-plain texts)
             return more, sizes
         # Each text's ids where its count of 0 sits, in one insert: text by text, a batch of
@@ -199,12 +196,11 @@ class Batch:
             skips, kept = _parse_left(raw, start, left.tolist(), read)
             if kept and isinstance(values, Varints):  # their ids are inserted as int64
                 values = values.ids()
-            at = np.searchsorted(taken, [line for line, _, _ in kept]).astype(np.int64)
-            lines = np.insert(taken, at, [line for line, _, _ in kept])
+            at = np.searchsorted(taken, [line for line, _ in kept]).astype(np.int64)
+            lines = np.insert(taken, at, [line for line, _ in kept])
             lengths = np.insert(lengths, at, 0)
             todo += (at + np.arange(len(at)) + len(self)).tolist()
-            self.texts += [text for _, text, _ in kept]
-            self.plain += [plain for _, _, plain in kept]
+            self.texts += [text for _, text in kept]
         prefix, lines = f"{raw.rel}:", lines + (raw.number + start)
         if split is not None and not self.doc_ids:  # named when needed, if ever
             self.runs.append((prefix, lines))
@@ -222,42 +218,20 @@ class Batch:
 
 def _parse_left(
     raw: RawLines, start: int, left: list[int], read: ReadOptions
-) -> tuple[list[Skip], list[tuple[int, str, bool]]]:
-    """The lines of raw a `LineIds` left (offsets from start), parsed: their skips, and each
-    document's line, text and plain mark (a blank line has neither). In blocks where every
-    line is usual (valid JSON with a text: in a corpus of non-ASCII or escaped texts, most),
-    halved around the ones that are not, down to LEFT_RUN lines, then one by one: one by one
-    such a corpus parsed 4-6x slower, and one unusual line sent a whole batch that way."""
+) -> tuple[list[Skip], list[tuple[int, str]]]:
+    """The lines of raw a `LineIds` left (offsets from start), parsed one by one: their skips,
+    and each document's line and text (a blank line has neither)."""
     skips: list[Skip] = []
-    kept: list[tuple[int, str, bool]] = []
-
-    def parse(part: list[int]) -> None:
-        picked = [raw.line(start + line) for line in part]
-        # Only its first item: a block that is not usual is read line by line from there on,
-        # which would cost each halving level every line of its part, one by one.
-        found = next(parse_block(raw.rel, 0, picked, read), None)
-        if isinstance(found, DocumentBlock):  # the whole part (its doc ids are not these)
-            kept.extend(zip(part, found.texts, found.plain, strict=True))
-        elif len(part) > LEFT_RUN:
-            parse(part[: len(part) // 2])
-            parse(part[len(part) // 2 :])
-        else:
-            for line in part:
-                for doc in parse_lines(raw, start + line, start + line + 1, read):
-                    if isinstance(doc, Skip):
-                        skips.append(doc)
-                    elif isinstance(doc, DocumentBlock):  # of its one line
-                        kept.append((line, doc.texts[0], doc.plain[0]))
-                    else:
-                        kept.append((line, doc.text, doc.plain))
-
-    parse(left)
+    kept: list[tuple[int, str]] = []
+    for line in left:
+        found = line_document(
+            raw.line(start + line), f"{raw.rel}:{raw.number + start + line}", True, read
+        )
+        if isinstance(found, Skip):
+            skips.append(found)
+        elif found is not None:
+            kept.append((line, found.text))
     return skips, kept
-
-
-# The fewest left lines `_parse_left` still halves: halving costs a block's parse a level,
-# so a batch of only unusual lines (a wrong --text-field) is parsed ~7 times, not ~13.
-LEFT_RUN = 64
 
 
 def numbered(prefix: str, numbers: Any) -> list[str]:

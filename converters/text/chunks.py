@@ -17,7 +17,7 @@ import os
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
@@ -30,11 +30,7 @@ from feedgpu.convert.run_options import RunOptions
 from feedgpu.converters.text.batch_records import BatchRecords
 from feedgpu.converters.text.batches import Batch, Labels, iter_batches
 from feedgpu.converters.text.chunk_batches import ChunkBatches, run_batches
-from feedgpu.converters.text.examples import (
-    ExampleBuilder,
-    flat_ids,
-    route_key,
-)
+from feedgpu.converters.text.examples import ExampleBuilder, flat_ids, route_key
 from feedgpu.converters.text.parity import compare_paths
 from feedgpu.converters.text.pieces import (
     ChunkWriter,
@@ -45,7 +41,6 @@ from feedgpu.converters.text.pieces import (
     text_statistics,
 )
 from feedgpu.converters.text.shard_files import ShardFiles
-from feedgpu.converters.text.sources import Document, input_bytes, iter_documents
 from feedgpu.converters.text.tokenizer import TextTokenizer
 from feedgpu.errors import InputError
 from feedgpu.format.manifest import TokenizerInfo
@@ -57,11 +52,11 @@ logger = logging.getLogger(__name__)
 # A chunk marker of another format (an older feedgpu) is redone. 3: shards by SipHash; 4:
 # records may hold blocks of documents, each block's shard picked by its first document; 5:
 # batches (which blocks are cut within) are JSON lines by bytes, no longer texts by characters;
-# 6: characters beyond ASCII by the compiled step's table of HF's answers (`char_table`), where
-# tensorflow-text's path missed a few (characters newer than HF's Unicode tables); 7: a local
+# 6: characters beyond ASCII by the compiled step's table of HF's answers (`char_table`); 7: a local
 # run's chunks appended to the shards' files (`shard_files`), their markers without a folder;
-# 8: the run's first and last chunks cut into smaller batches at their edges (`iter_batches`).
-CHUNK_FORMAT = 8
+# 8: the run's first and last chunks cut into smaller batches at their edges (`iter_batches`);
+# 9: texts holding brackets no longer left to Python (same ids), tensorflow-text gone.
+CHUNK_FORMAT = 9
 
 
 class TextRunner(ShardStage):
@@ -100,7 +95,7 @@ class TextRunner(ShardStage):
         self.tokenizer_info = plan.tokenizer
         self.pad_id = plan.tokenizer.pad_id
         # Optimistic until the parity check says otherwise (`_run_chunk` redoes what it must).
-        self.use_fast = tokenizer.fast_capable
+        self.use_fast = tokenizer.road()[0] == "compiled"
         self.parity: dict[str, Any] = {}
         self._parity: Future[None] | None = None  # the parity check, while it runs
         self._parity_due = False  # a local run's, started once its first batch is written
@@ -114,32 +109,22 @@ class TextRunner(ShardStage):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _hf_lock=threading.Lock())
 
-    def _documents(self, chunk: list[int]) -> Iterator[tuple[Document | Skip, TextSource]]:
-        for i in chunk:
-            source = self.sources[i]
-            for doc in iter_documents(source.file, self.options.read):
-                yield doc, source
-
     # -- tokenizing ------------------------------------------------------------------------
-    def _tokenize(
-        self, texts: list[str], fast: bool, plain: list[bool] | None = None
-    ) -> tuple[Any, Any]:
-        """Ids of texts without special tokens, concatenated (int64 numpy); each text's count:
-        HF's alone, or the fast path's with its doubtful texts redone (`TextTokenizer.ids`).
-
-        plain: which texts are known to be plain (`Document.plain`), if known.
-        """
+    def _tokenize(self, texts: list[str], fast: bool) -> tuple[Any, Any]:
+        """Ids of texts without special tokens, concatenated (int64 numpy), and each text's
+        count: by the tokenizer's road (`TextTokenizer.ids`), or HF's alone (not fast: the
+        parity sample found the compiled step wrong), one HF call at a time (it runs its own
+        threads)."""
         if not fast:
             with self._hf_lock:
                 return flat_ids(self.tok.encode_reference(texts))
-        return self.tok.ids(texts, plain)
+        return self.tok.ids(texts)
 
     def check_parity(self) -> None:
-        """Fast path vs HF on the first documents; any difference and HF is used throughout."""
-        documents = (d for chunk in self.chunks for d, _ in self._documents(chunk))
-        corpus_bytes = sum(input_bytes(source.file) for source in self.sources)
-        self.parity = compare_paths(self.tok, documents, corpus_bytes)
-        self.use_fast = self.parity["path"] == "fast_wordpiece"
+        """The compiled step vs HF on a sample spread over the corpus; any difference and HF
+        tokenizes throughout."""
+        self.parity = compare_paths(self.tok, self.sources, self.options.read, self.options.seed)
+        self.use_fast = self.parity["road"] == "compiled"
 
     def _encode(self, batch: Batch, fast: bool, strict: bool) -> tuple[list[Skip], Any]:
         """A batch's skips (of lines it parses first), and its tokens and each document's
@@ -154,7 +139,7 @@ class TextRunner(ShardStage):
         return skips, self._encode_documents(batch, fast) if len(batch) else None
 
     def _encode_documents(self, batch: Batch, fast: bool) -> Any:
-        values, lengths = batch.ids(lambda texts, plain: self._tokenize(texts, fast, plain))
+        values, lengths = batch.ids(lambda texts: self._tokenize(texts, fast))
         return self.records.encode(batch, values, lengths)
 
     def run_chunk(self, index: int, on_progress: Progress, run: RunOptions) -> dict[str, Any]:
@@ -163,11 +148,9 @@ class TextRunner(ShardStage):
             return self._run_chunk(index, on_progress, run, pool)[0]
 
     def _threads(self, run: RunOptions) -> int:
-        # One a core with the compiled step (than two: real-like 4% faster, short 1.5%,
-        # Cyrillic the same; RESULTS.md, "Issue 29, ninth session"), two without, to keep
-        # TensorFlow's graph calls fed ("two threads a core").
-        one_a_core = self.use_fast and self.tok.plain_step() is not None
-        return run.worker_count() * (1 if one_a_core else 2)
+        # One a core (than two: real-like 4% faster, short 1.5%, Cyrillic the same; RESULTS.md,
+        # "Issue 29, ninth session").
+        return run.worker_count()
 
     def _reading(self, index: int, strict: bool) -> ChunkBatches:
         skips: list[Skip] = []

@@ -4,17 +4,15 @@ document or one per block of consecutive documents (`blocks`).
 Building each example in Python (`records.encode_example`) holds the GIL per document, on the
 one thread that also reads and writes: with the tokenizer on the other threads, that thread was
 what the conversion waited for (benchmarks/RESULTS.md, "Which conversion tricks"). Here a
-batch's examples come from a few numpy passes and feedgpu's compiled step (`native`), or where
-it is not built `tf.io.encode_proto` ops, on the tokenizer's threads, mostly without the GIL,
-with the same bytes `encode_example` gives for {"doc_id", "input_ids", "length"[, "label"]}
-(tested): scalars for one document, lists for a block, its documents' ids concatenated.
+batch's examples come from a few numpy passes and feedgpu's compiled step (`native`), on the
+tokenizer's threads, without the GIL, with the same bytes `encode_example` gives for
+{"doc_id", "input_ids", "length"[, "label"]} (tested), which writes them where the step is not
+built: scalars for one document, lists for a block, its documents' ids concatenated.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -119,26 +117,6 @@ class ExampleBuilder:
         return BuiltExamples(records, blocks, lengths + self.extra, unknown, kept + self.extra)
 
 
-def _with_specials(values: Any, sizes: Any, before: Any, after: Any, starts: Any) -> Any:
-    """Each document's [before, its own ids (its size less the special ids, from its start
-    in values), after], concatenated in order."""
-    import numpy as np
-
-    nb, own = len(before), sizes - len(before) - len(after)
-    ends = np.cumsum(own)
-    taken = np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64)
-    content = values[taken + np.repeat(starts - (ends - own), own)]
-    out = np.cumsum(sizes) - sizes  # each document's first position in the output
-    flat = np.empty(int(sizes.sum()), np.int64)
-    free = np.ones(len(flat), bool)
-    for at, tokens in ((out, before), (out + nb + own, after)):
-        for j, token in enumerate(tokens):
-            flat[at + j] = token
-            free[at + j] = False
-    flat[free] = content
-    return flat
-
-
 def _serialize(
     ids: Any,
     sizes: Any,
@@ -149,15 +127,13 @@ def _serialize(
 ) -> list[bytes]:
     """`tf.train.Example`s of {doc_id, input_ids, length[, label]}: scalars of one document
     each, or (per_record: documents a record holds) lists of a block. By the compiled step
-    where built (`native`), else one graph call a batch; the same bytes.
+    where built (`native`), else by `format.records.encode_example`; the same bytes.
 
-    ids: the documents' ids, sizes (int64 numpy) their counts as stored; or, with specials
-    (before, after, starts: int64 numpy), each document's own ids (its size less the special
-    ids) from its start in ids, the special ids around them: the compiled step takes them
-    where they are, with no array made with the special ids put in (benchmarks/RESULTS.md,
-    "Issue 29, sixth session")."""
+    ids: with specials (before, after, starts: int64 numpy), each document's own ids (its
+    size less the special ids) from its start in ids, the special ids around them: the
+    compiled step takes them where they are, with no array made with the special ids put in
+    (benchmarks/RESULTS.md, "Issue 29, sixth session"); without, the ids as stored."""
     import numpy as np
-    import tensorflow as tf
 
     step = native_module("_records")
     if step is not None:
@@ -169,165 +145,34 @@ def _serialize(
             None if per_record is None else np.ascontiguousarray(per_record, np.int64),
             *(np.ascontiguousarray(part, np.int64) for part in specials or ()),
         )
+    from feedgpu.format.records import encode_example
+
+    sizes = np.asarray(sizes, np.int64)
     if specials is not None:
-        ids = _with_specials(ids, sizes, *specials)
-
-    # Each document's varint bytes (7 bits a byte, 10 for negatives), counted here: numpy's
-    # cumsum is faster than TensorFlow's on CPU (benchmarks/RESULTS.md, "varint counts in
-    # numpy").
-    width = 1
-    if len(ids):
-        width = 10 if ids.min() < 0 else max(1, (int(ids.max()).bit_length() + 6) // 7)
-    extra = np.zeros(len(ids), np.int8)
-    for k in range(1, min(width, 9)):
-        extra += ids >= 1 << (7 * k)
-    if width == 10:
-        extra[ids < 0] = 9
-    totals = np.concatenate([[0], np.cumsum(extra, dtype=np.int64)])
-    ends = np.cumsum(sizes)
-    nbytes = np.asarray(sizes, np.int64) + totals[ends] - totals[ends - sizes]
-    with _LOCK:  # worker threads start at once: trace once
-        graph = _serializer(labels is not None, per_record is not None)
-    # Tensors, not lists: a list argument is matched against the signature item by item.
-    args = [
-        tf.constant(ids),
-        tf.constant(np.asarray(sizes, np.int64)),
-        tf.constant(nbytes),
-        tf.convert_to_tensor(doc_ids, tf.string),
-        tf.constant(np.asarray(labels or [], np.int64)),
-    ]
-    if per_record is not None:
-        args.append(tf.constant(np.asarray(per_record, np.int64)))
-    return list(graph(*args).numpy().tolist())
-
-
-_LOCK = threading.Lock()
-
-
-@functools.cache
-def _serializer(labelled: bool, blocks: bool) -> Any:
-    """The graph: `encode_proto` ops and string joins, traced once, without autograph. Blocks
-    take one more input, the documents each record holds (consecutive, in order)."""
-    import tensorflow as tf
-
-    def serialize(ids: Any, sizes: Any, nbytes: Any, doc_ids: Any, labels: Any, *rest: Any) -> Any:
-        if blocks:  # each record's documents' values, as rows padded to the longest block
-            per_record = rest[0]
-            n = tf.size(per_record)
-            counts = tf.cast(per_record, tf.int32)[:, None]
-            record_of = tf.repeat(tf.range(n), per_record)
-            nbytes = tf.math.segment_sum(nbytes, record_of)
-
-            def rows(values: Any) -> Any:
-                return tf.RaggedTensor.from_row_lengths(values, per_record, validate=False)
-
-            doc_ids, sizes, labels = (rows(v).to_tensor() for v in (doc_ids, sizes, labels))
-        else:
-            n = tf.shape(sizes)[0]
-            counts = tf.ones([n, 1], tf.int32)
-            doc_ids, sizes, labels = doc_ids[:, None], sizes[:, None], labels[:, None]
-        one = tf.ones([n, 1], tf.int32)
-
-        def feature(kind: str, values: Any) -> Any:
-            body = _message(f"tensorflow.{kind}", ["value"], [values], counts)
-            field = "int64_list" if kind == "Int64List" else "bytes_list"
-            return _message("tensorflow.Feature", [field], [body[:, None]], one)
-
-        # Every record's ids as one packed Int64List, cut at each record's byte offsets: no
-        # rows padded to the longest.
-        everything = _message("tensorflow.Int64List", ["value"], [ids[None, :]], [[tf.size(ids)]])
-        header = tf.cast(tf.strings.length(everything[0]), tf.int64) - tf.reduce_sum(nbytes)
-        bodies = tf.strings.substr(
-            everything[0], header + tf.cumsum(nbytes, exclusive=True), nbytes
-        )
-        small = {"doc_id": feature("BytesList", doc_ids), "length": feature("Int64List", sizes)}
-        if labelled:
-            small["label"] = feature("Int64List", labels)
-        # Each entry of Features.feature as written there: field 1, length-delimited (a
-        # BytesList of one value has that wire format).
-        wrapped = {
-            name: _wrap(
-                _message(
-                    "tensorflow.Features.FeatureEntry",
-                    ["key", "value"],
-                    [tf.fill([n, 1], name), value[:, None]],
-                    tf.ones([n, 2], tf.int32),
-                )
-            )
-            for name, value in small.items()
-        }
-        head, ids_size = _ids_head(nbytes)
-        parts = {"input_ids": [head, bodies], **{k: [v] for k, v in wrapped.items()}}
-        total = ids_size + sum(_size(v) for v in wrapped.values())
-        ordered = [part for _, value in sorted(parts.items()) for part in value]
-        return tf.strings.join(["\x0a", _varint(total), *ordered])  # Example{features}
-
-    vector = tf.TensorSpec([None], tf.int64)
-    signature = [vector, vector, vector, tf.TensorSpec([None], tf.string), vector]
-    graph = tf.function(serialize, input_signature=signature + [vector] * blocks, autograph=False)
-    # Traced now, once (functools.cache makes this call once): traced lazily, tokenizer threads
-    # arriving together at the first batches would each trace it again.
-    graph.get_concrete_function()
-    return graph
-
-
-def _ids_head(nbytes: Any) -> tuple[Any, Any]:
-    """The input_ids entry up to its ids, as written in Features.feature, and the whole entry's
-    size there (int64). Its headers depend on its ids' byte count alone: made apart and joined
-    to the ids once, where nesting them as messages copied the ids at every level
-    (benchmarks/RESULTS.md, "the input_ids entry's headers made apart")."""
-    import tensorflow as tf
-
-    of_nbytes = _varint(nbytes)
-    listed = tf.where(nbytes > 0, 1 + _size(of_nbytes) + nbytes, 0)  # Int64List
-    of_listed = _varint(listed)
-    in_feature = 1 + _size(of_listed) + listed  # Feature{int64_list}
-    of_feature = _varint(in_feature)
-    entry = 12 + _size(of_feature) + in_feature  # FeatureEntry{key, value}
-    of_entry = _varint(entry)
-    head = tf.strings.join(
-        [
-            "\x0a",
-            of_entry,
-            "\x0a\x09input_ids\x12",
-            of_feature,
-            "\x1a",
-            of_listed,
-            tf.where(nbytes > 0, tf.strings.join(["\x0a", of_nbytes]), ""),
+        before, after, starts = specials
+        own = sizes - len(before) - len(after)
+        ids = [
+            np.concatenate([before, ids[a : a + n], after])
+            for a, n in zip(starts, own, strict=True)
         ]
-    )
-    return head, 1 + _size(of_entry) + entry
-
-
-def _message(kind: str, fields: list[str], values: list[Any], sizes: Any) -> Any:
-    import tensorflow as tf
-
-    return tf.io.encode_proto(sizes, values, fields, kind, descriptor_source="local://")
-
-
-def _varint(values: Any) -> Any:
-    """Each value's varint bytes: a packed Int64List of it, less its field key and size."""
-    import tensorflow as tf
-
-    packed = _message("tensorflow.Int64List", ["value"], [values[:, None]], _one_each(values))
-    return tf.strings.substr(packed, 2, 10)
-
-
-def _wrap(values: Any) -> Any:
-    """Each string as field 1, length-delimited (a BytesList of one value)."""
-    return _message("tensorflow.BytesList", ["value"], [values[:, None]], _one_each(values))
-
-
-def _size(strings: Any) -> Any:
-    import tensorflow as tf
-
-    return tf.cast(tf.strings.length(strings), tf.int64)
-
-
-def _one_each(values: Any) -> Any:
-    import tensorflow as tf
-
-    return tf.ones([tf.shape(values)[0], 1], tf.int32)
+    else:
+        ids = np.split(ids, np.cumsum(sizes)[:-1]) if len(sizes) else []
+    counts = [1] * len(sizes) if per_record is None else np.asarray(per_record).tolist()
+    records, first = [], 0
+    for count in counts:
+        docs = range(first, first + count)
+        first += count
+        example: dict[str, Any] = {
+            "doc_id": [doc_ids[d] for d in docs],
+            "input_ids": np.concatenate([ids[d] for d in docs]),
+            "length": sizes[first - count : first].tolist(),
+        }
+        if labels is not None:
+            example["label"] = [labels[d] for d in docs]
+        if per_record is None:  # a document a record: scalars
+            example = {k: v if k == "input_ids" else v[0] for k, v in example.items()}
+        records.append(encode_example(example))
+    return records
 
 
 def route_key(seed: int) -> list[int]:
@@ -337,23 +182,56 @@ def route_key(seed: int) -> list[int]:
 
 
 def route(doc_ids: Any, key: list[int]) -> Any:
-    """Each document's 62-bit keyed hash of its id (uint64 numpy), which picks its shard.
-
-    One call per batch (SipHash-2-4, without the GIL) on the tokenizer threads: feedgpu's
-    compiled step where it is built, else TensorFlow's op, the same values. Per document in
-    Python (SHA-256 and the Python around it) it ran on the reading thread, which short
-    documents keep busy (benchmarks/RESULTS.md, "Issue 16").
-    """
+    """Each document's 62-bit keyed hash of its id (uint64 numpy), which picks its shard:
+    SipHash-2-4, TensorFlow's `to_hash_bucket_strong`'s. One call per batch, without the GIL,
+    on the tokenizer threads, by the compiled step where built, else by `siphash` (the same
+    values, slower): per document in Python it ran on the reading thread, which short
+    documents keep busy (benchmarks/RESULTS.md, "Issue 16")."""
     import numpy as np
 
     step = native_module("_records")
     if step is not None:
         return np.frombuffer(step.route(doc_ids, key[0], key[1], 1 << 62), np.uint64)
-    import tensorflow as tf
+    hashed = [siphash(key[0], key[1], d.encode() if isinstance(d, str) else d) for d in doc_ids]
+    return np.array([h % (1 << 62) for h in hashed], np.uint64)
 
-    names = tf.convert_to_tensor(doc_ids, tf.string)  # a list of str
-    hashed = tf.strings.to_hash_bucket_strong(names, 1 << 62, key)
-    return hashed.numpy().astype(np.uint64)
+
+_MASK = (1 << 64) - 1
+
+
+def _rotl(x: int, b: int) -> int:
+    return ((x << b) | (x >> (64 - b))) & _MASK
+
+
+def siphash(k0: int, k1: int, data: bytes) -> int:
+    """SipHash-2-4 of data under the key (k0, k1): the reference algorithm, as the compiled
+    step's `feedgpu_siphash`."""
+    v = [k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D, k0 ^ 0x6C7967656E657261]
+    v.append(k1 ^ 0x7465646279746573)
+
+    def rounds(n: int) -> None:
+        for _ in range(n):
+            v[0] = (v[0] + v[1]) & _MASK
+            v[1] = _rotl(v[1], 13) ^ v[0]
+            v[0] = _rotl(v[0], 32)
+            v[2] = (v[2] + v[3]) & _MASK
+            v[3] = _rotl(v[3], 16) ^ v[2]
+            v[0] = (v[0] + v[3]) & _MASK
+            v[3] = _rotl(v[3], 21) ^ v[0]
+            v[2] = (v[2] + v[1]) & _MASK
+            v[1] = _rotl(v[1], 17) ^ v[2]
+            v[2] = _rotl(v[2], 32)
+
+    tail = len(data) % 8
+    words = [int.from_bytes(data[i : i + 8], "little") for i in range(0, len(data) - tail, 8)]
+    words.append(int.from_bytes(data[len(data) - tail :], "little") | (len(data) & 0xFF) << 56)
+    for m in words:
+        v[3] ^= m
+        rounds(2)
+        v[0] ^= m
+    v[2] ^= 0xFF
+    rounds(4)
+    return v[0] ^ v[1] ^ v[2] ^ v[3]
 
 
 def flat_ids(per_text: Sequence[Any]) -> tuple[Any, Any]:

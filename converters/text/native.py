@@ -5,10 +5,11 @@ beyond ASCII by a table of HF's answers, and of JSON lines parsed in the same pa
 `plain_wordpiece`, `char_table`) and `_records` (serialized examples: `examples`; a batch of
 JSON lines' records named, routed, built and framed by shard in one call: `framed`;
 documents' ids: `batches.numbered`; their shards: `examples.route`; TFRecord framing:
-`pieces`; line bounds: `raw_lines`). Each gives the same result as the Python and
-TensorFlow path it replaces, faster (benchmarks/RESULTS.md, "Issue 29", fifth to tenth
-sessions). Without a C compiler at install the package installs without them and uses that
-path; FEEDGPU_NO_NATIVE=1 does the same, for comparing or ruling them out.
+`pieces`; line bounds: `raw_lines`). Each gives the same bytes as the Python reference it
+replaces (HF's ids, `format.records`), faster (benchmarks/RESULTS.md, "Text conversion").
+Without a C compiler at install the package installs without them, HF tokenizes every text
+and the run says so (`TextTokenizer.road`); FEEDGPU_NO_NATIVE=1 does the same, for comparing
+or ruling them out.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ NO_NATIVE_ENV = "FEEDGPU_NO_NATIVE"
 STEPS = ("_wordpiece", "_records")
 
 
-def native_module(name: str) -> ModuleType | None:
-    """The compiled step `name` (one of STEPS), or None: not built here, or turned off by
-    FEEDGPU_NO_NATIVE."""
+def native_module(name: str, honour_env: bool = True) -> ModuleType | None:
+    """The compiled step `name` (one of STEPS), or None: not built here, or (honour_env)
+    turned off by FEEDGPU_NO_NATIVE."""
     if name not in STEPS:
         raise ValueError(f"no compiled step {name!r}")
-    if os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
+    if honour_env and os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
         return None
     try:
         return importlib.import_module(f"feedgpu.converters.text.{name}")

@@ -135,28 +135,31 @@ class PlainWordPiece:
             np.frombuffer(holes, np.int64).reshape(-1, 4),
         )
 
-    def lines_of(self, field: str, triggers: str, beyond_ascii: bool = True) -> LineIds | None:
-        """JSON lines parsed and tokenized at once, for one text field and one set of
-        triggers (encoded once for every batch): a function of a block's bytes, its lines'
+    def lines_of(
+        self, field: str, tokens: Sequence[str] = (), beyond_ascii: bool = True
+    ) -> LineIds | None:
+        """JSON lines parsed and tokenized at once, for one text field and one set of added
+        tokens (encoded once for every batch): a function of a block's bytes, its lines'
         bounds and optionally the unknown token's id (`LineIds`) that tokenizes, in one pass
         without the GIL, the documents that are certain and covered (`_json_line.h`: valid
         JSON objects whose text field is a non-blank string of plain text and characters the
         table holds) and gives their ids concatenated (or with that id, as `Varints`), each
         one's count, which lines they are, and which lines are left to the caller (any other
-        line but a blank one, texts holding a character of triggers, and with beyond_ascii
-        False, every text beyond ASCII), all int64 numpy. None for a field no line can name
-        as UTF-8 (a surrogate from undecodable arguments): Python's path reads those."""
+        line but a blank one, texts that may hold one of tokens' texts, ignoring ASCII case,
+        and with beyond_ascii False, every text beyond ASCII), all int64 numpy. None for a
+        field no line can name as UTF-8 (a surrogate from undecodable arguments): Python's
+        path reads those."""
         import numpy as np
 
         try:
             name = field.encode()
+            added = tuple(token.encode() for token in tokens if token)
         except UnicodeEncodeError:
             return None
-        stop = "".join(c for c in triggers if c.isascii()).encode()
 
         def ids(data: bytes, ends: Any, unk: int | None = None) -> tuple[Any, Any, Any, Any]:
             table = self._table() if beyond_ascii else None  # the latest, call by call
-            found = self._module.lines(self._vocab, table, data, ends, name, stop, unk)
+            found = self._module.lines(self._vocab, table, data, ends, name, added, unk)
             lengths, taken, left, *more = (np.frombuffer(part, np.int64) for part in found[1:])
             if unk is None:
                 return np.frombuffer(found[0], np.int64), lengths, taken, left

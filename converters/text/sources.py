@@ -16,7 +16,7 @@ import os
 import re
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, Any, cast
 
 import orjson
@@ -39,9 +39,6 @@ class Document:
     doc_id: str
     text: str
     label: str | None = None
-    # Known to be ASCII with no control characters but tab, CR and LF: the texts the fast
-    # tokenizer provably gets right, so nothing needs to look at them again. False: not known.
-    plain: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -210,14 +207,14 @@ def _read(
                 yield Document(file.rel, text)
             return
         for number, line in enumerate(itertools.chain([first] if first else [], lines), 1):
-            found = _line_document(line, f"{file.rel}:{number}", is_json, options)
+            found = line_document(line, f"{file.rel}:{number}", is_json, options)
             if found is not None:
                 yield found
     except (OSError, EOFError, zlib.error) as e:
         yield Skip(file.rel, "unreadable", f"{type(e).__name__}: {e} (documents before it kept)")
 
 
-def _line_document(
+def line_document(
     line: bytes, where: str, is_json: bool, options: ReadOptions
 ) -> Document | Skip | None:
     """One line's document (None for a blank line: blank lines separate documents)."""
@@ -240,7 +237,7 @@ def _line_document(
 
 @dataclass(frozen=True)
 class DocumentBlock:
-    """Consecutive usual lines of one JSONL file as columns: ids, texts, plain (see Document).
+    """Consecutive usual lines of one JSONL file as columns: ids and texts.
 
     A Document per line (its own parse, checks and object) was about half of the work of
     reading short documents; a block is parsed with a few C-level passes over its lines.
@@ -248,11 +245,10 @@ class DocumentBlock:
 
     doc_ids: list[str]
     texts: list[str]
-    plain: list[bool]
 
     def documents(self) -> Iterator[Document]:
         """The block's documents one by one."""
-        return map(Document, self.doc_ids, self.texts, itertools.repeat(None), self.plain)
+        return map(Document, self.doc_ids, self.texts)
 
 
 def _raw_lines(file: SourceFile) -> Iterator[RawLines | Skip]:
@@ -301,17 +297,13 @@ def parse_block(
     except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
         usual = False
     if usual:
-        joined = b"".join(block)  # ASCII with no escape and no DEL: every text is plain
-        plain = joined.isascii() and b"\\" not in joined and b"\x7f" not in joined
         prefix = f"{rel}:"
         yield DocumentBlock(
-            list(map(prefix.__add__, map(str, range(number, number + len(block))))),
-            texts,
-            [True] * len(block) if plain else list(map(_plain_json, texts, block)),
+            list(map(prefix.__add__, map(str, range(number, number + len(block))))), texts
         )
         return
     for offset, line in enumerate(block):
-        found = _line_document(line, f"{rel}:{number + offset}", True, options)
+        found = line_document(line, f"{rel}:{number + offset}", True, options)
         if found is not None:
             yield found
 
@@ -328,7 +320,7 @@ def _json_document(text: str, where: str, options: ReadOptions) -> Document | Sk
 def _json_row(
     row: Any, where: str, options: ReadOptions, line: bytes | None = None
 ) -> Document | Skip:
-    """The document in a parsed JSON line; plain when its raw line shows it to be."""
+    """The document in a parsed JSON line."""
     if not isinstance(row, dict):
         return Skip(where, "malformed JSON", "not a JSON object")
     value = row.get(options.text_field)
@@ -347,19 +339,8 @@ def _json_row(
             return Skip(where, "not UTF-8", _SURROGATE_DETAIL)
         value = _SURROGATE.sub("\ufffd", value)
         label = label if label is None else _SURROGATE.sub("\ufffd", label)
-    return Document(where, value, label, line is not None and _plain_json(value, line))
+    return Document(where, value, label)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")  # text no UTF-8 can hold
 _SURROGATE_DETAIL = "a lone \\ud800-\\udfff escape (use --encoding-errors replace to keep it)"
-# In valid JSON a control character inside a string is escaped: \uXXXX, or \b and \f (\t, \n
-# and \r are fine); DEL is the one that may appear raw. A match may be a false alarm (an
-# escaped backslash before a "u"): the document is then checked like any other.
-_CONTROL_ESCAPE = re.compile(rb"\\[ubf]")
-
-
-def _plain_json(text: str, line: bytes) -> bool:
-    """Whether a JSON line's text is plain (see Document), from its raw bytes: C-speed scans."""
-    if not text.isascii() or b"\x7f" in line:
-        return False
-    return b"\\" not in line or _CONTROL_ESCAPE.search(line) is None

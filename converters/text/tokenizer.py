@@ -1,13 +1,11 @@
 """Tokenizers for conversion: load tokenizer.json or vocab.txt, or train one; never download.
 
-HF `tokenizers` is the reference for every model. BERT WordPiece vocabularies also get a fast
-path: feedgpu's compiled step where it is built (`plain_wordpiece`: ASCII from the bytes,
-other characters by a table of HF's own answers, `char_table`; the rare chunk with a
-character it cannot hold by HF), else tensorflow-text's `FastBertTokenizer` (several times
-HF's speed: benchmarks/RESULTS.md, "Text conversion"), used only where it tokenizes exactly as
-the reference does: words with compatibility characters (ligatures, "…", roman numerals),
-control characters, U+FFFD or over 100 bytes go to HF (`redo`). Texts holding an added
-token's text go to HF whole on either path (`redo.AddedTokens`).
+HF `tokenizers` is the reference for every model, and tokenizes every text of one road: BPE,
+unigram, any tokenizer the compiled step does not model. BERT WordPiece vocabularies take the
+other road, feedgpu's compiled step (`plain_wordpiece`: ASCII from the bytes, other characters
+by a table of HF's own answers, `char_table`), with HF for what it declines: a chunk holding a
+character its table cannot hold, and a text that may hold an added token's text
+(`added_tokens`). `road()` names the road a conversion takes and why.
 """
 
 from __future__ import annotations
@@ -22,13 +20,12 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from feedgpu.converters.text.added_tokens import AddedTokens
 from feedgpu.converters.text.char_table import describer
-from feedgpu.converters.text.examples import flat_ids, per_text_ids, splice_ids
-from feedgpu.converters.text.fast_models import fast_graphs
+from feedgpu.converters.text.examples import flat_ids, splice_ids
 from feedgpu.converters.text.identity import content_hash
-from feedgpu.converters.text.native import native_module
+from feedgpu.converters.text.native import NO_NATIVE_ENV, native_module
 from feedgpu.converters.text.plain_wordpiece import LineIds, PlainWordPiece
-from feedgpu.converters.text.redo import AddedTokens, needs_reference, word_runs
 from feedgpu.converters.text.tokenizer_spec import TokenizerSpec
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import PAD_TOKENS, pad_token_id
@@ -38,12 +35,20 @@ SPECIAL_WORDPIECE = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 SPECIAL_BPE = ("<pad>", "<unk>", "<s>", "</s>")
 
 
+# Why a package built without its compiled steps takes HF's road (`road`), and how to get them,
+# said once a run.
+NO_STEP = "this install has no compiled text step (built without a C compiler)"
+NO_STEP_HELP = (
+    "HF tokenizes every text, several times slower; reinstall feedgpu with gcc and the "
+    "Python headers (python3-dev) present to get the compiled step"
+)
+
 # Tried in this order when a tokenizer has no pad token (GPT-2, Llama-style, BERT's [SEP]).
 END_TOKENS = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "[SEP]")
 
 
 class TextTokenizer:
-    """A loaded tokenizer: HF reference, optional fast WordPiece path, identity, saving."""
+    """A loaded tokenizer: HF reference, the compiled WordPiece step, identity, saving."""
 
     def __init__(self, hf: Any) -> None:
         self.hf = hf
@@ -55,11 +60,10 @@ class TextTokenizer:
         self.lowercase = bool(normalizer.get("lowercase", False))
         self.unk_id = hf.token_to_id(model.get("unk_token") or "[UNK]")
         self.vocab_size = hf.get_vocab_size()
-        self._fast: Any = None
-        self._fast_graph: Any = None
-        self._plain: Any = None  # the compiled step for plain texts; False: not to be had
+        self._plain: Any = None  # the compiled step; False: not to be had
+        self._declined = ""  # why not, when a vocabulary is past its limits
         self._lock = threading.Lock()
-        # The fast path reproduces BERT normalisation + pre-tokenisation + WordPiece only.
+        # The compiled step reproduces BERT normalisation + pre-tokenisation + WordPiece only.
         # The model's vocabulary in id order (tokens added beside it are not WordPiece's). The
         # fast paths number tokens by position: ids 0..n-1 without a gap (a vocab.txt with a
         # line twice has one: HF keeps the later id).
@@ -76,8 +80,8 @@ class TextTokenizer:
         )
 
     def __getstate__(self) -> dict[str, Any]:
-        # The tensorflow-text tokenizer is a TF object: rebuilt on demand, never pickled.
-        return {**self.__dict__, "_fast": None, "_fast_graph": None, "_plain": None, "_lock": None}
+        # The compiled step is rebuilt on demand, never pickled.
+        return {**self.__dict__, "_plain": None, "_lock": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _lock=threading.Lock())
@@ -123,48 +127,25 @@ class TextTokenizer:
             return found, token, f"no pad token: its end-of-text token {token} (masked out)"
         return 0, self.hf.id_to_token(0), "no pad or end-of-text token: id 0 (masked out)"
 
-    def needs_reference(self, text: str) -> bool:
-        """True for documents the fast path might tokenize differently from HF."""
-        return needs_reference(text, self.lowercase)
-
-    def exact_ids(self, texts: Sequence[str]) -> list[Any]:
-        """HF's ids (int64 numpy, no special tokens) for texts `needs_reference` flagged,
-        with HF tokenizing only their odd words and the fast path the rest (`word_runs`)."""
+    def ids(self, texts: Sequence[str]) -> tuple[Any, Any]:
+        """HF's ids of texts (no special tokens), concatenated (int64 numpy), and each text's
+        count: by the compiled step where this tokenizer takes it, HF for what it declines;
+        else HF's alone."""
+        step = self.plain_step()
+        if step is None:
+            return flat_ids(self.encode_reference(texts))
         import numpy as np
 
-        runs = [word_runs(text, self.lowercase) for text in texts]
-        fine = [run for text_runs in runs for odd, run in text_runs if not odd]
-        quick: list[Any] = []
-        if fine:
-            values, lengths, unsure = self.fast_ids(fine)
-            quick = per_text_ids(values, lengths)
-            redone = self.encode_reference([fine[i] for i in unsure])
-            for i, exact in zip(unsure, redone, strict=True):
-                quick[i] = exact  # none expected: each of their words passed alone
-        odd = [run for text_runs in runs for is_odd, run in text_runs if is_odd]
-        runs_ids: dict[bool, Any] = {
-            False: iter(quick),
-            True: iter(self.encode_reference(odd) if odd else []),
-        }
-        out = []
-        for text_runs in runs:
-            parts = [np.asarray(next(runs_ids[is_odd]), np.int64) for is_odd, _ in text_runs]
-            out.append(np.concatenate(parts) if parts else np.zeros(0, np.int64))
-        return out
-
-    def ids(self, texts: Sequence[str], plain: Sequence[bool] | None = None) -> tuple[Any, Any]:
-        """HF's ids of texts (no special tokens), concatenated (int64 numpy), and each text's
-        count: the fast path's, with the texts it may get wrong redone (`redo`).
-
-        plain: which texts are known to be plain (`Document.plain`), if known.
-        """
-        values, lengths, unsure = self.fast_ids(texts, plain)
-        typed = self.typed_added(texts)  # HF's whole: not redone word by word first
-        values, lengths = self.redo(texts, values, lengths, sorted(set(unsure) - set(typed)))
+        values, lengths, holes = step.ids(texts)
+        if len(holes):  # chunks with a character the table cannot hold: HF's, in place
+            chunks = [texts[t][start:end] for t, start, end, _ in holes.tolist()]
+            more, sizes = flat_ids(self.encode_reference(chunks))
+            values = np.insert(values, np.repeat(holes[:, 3], sizes), more)  # in order, stably
+            lengths = lengths + np.bincount(holes[:, 0], sizes, len(texts)).astype(np.int64)
+        typed = self.typed_added(texts)  # HF's whole
         if not typed:
             return values, lengths
-        exact = self.encode_reference([texts[i] for i in typed])
-        return splice_ids(values, lengths, typed, exact)
+        return splice_ids(values, lengths, typed, self.encode_reference([texts[i] for i in typed]))
 
     @functools.cached_property
     def _added(self) -> AddedTokens | None:
@@ -175,22 +156,9 @@ class TextTokenizer:
         before splitting and the fast paths do not: HF tokenizes them whole (`AddedTokens`)."""
         return self._added.find(texts) if self._added is not None else []
 
-    def redo(
-        self, texts: Sequence[str], values: Any, lengths: Any, unsure: list[int]
-    ) -> tuple[Any, Any]:
-        """The fast path's (values, lengths) of texts with texts `unsure` given HF's ids."""
-        if not unsure:
-            return values, lengths
-        return splice_ids(values, lengths, unsure, self.exact_ids([texts[i] for i in unsure]))
-
     def tokens(self) -> list[str]:
         """The model's vocabulary in id order (tokens added beside it are not WordPiece's)."""
         return list(self._tokens)
-
-    def fast(self) -> Any:
-        """The tensorflow-text FastBertTokenizer for this vocabulary (imports TensorFlow)."""
-        with self._lock:  # tokenizer threads may ask for it at once: built once
-            return self._build_fast()
 
     def _wordpiece_settings(self) -> tuple[str, int]:
         """The WordPiece model's continuing-piece prefix and longest word (HF's defaults)."""
@@ -198,20 +166,6 @@ class TextTokenizer:
         return model.get("continuing_subword_prefix", "##"), model.get(
             "max_input_chars_per_word", 100
         )
-
-    def _build_fast(self) -> Any:
-        if self._fast is None:
-            from feedgpu.converters.text.fast_models import fast_bert_tokenizer
-
-            prefix, max_chars = self._wordpiece_settings()
-            self._fast = fast_bert_tokenizer(
-                self.tokens(),
-                suffix=prefix,
-                max_bytes=max_chars,
-                unknown=self.config["model"].get("unk_token", "[UNK]"),
-                lowercase=self.lowercase,
-            )
-        return self._fast
 
     def plain_step(self) -> PlainWordPiece | None:
         """The compiled step for plain texts, built once; None where it is not to be had (not
@@ -228,7 +182,7 @@ class TextTokenizer:
                         describe = describer(self.hf, strips_accents=self.lowercase)
                         self._plain = PlainWordPiece(module, *vocab, describe)
                     except (MemoryError, ValueError) as e:  # a vocabulary past its limits
-                        logger.warning("plain texts by tensorflow-text: %s", e)
+                        self._declined = f"the compiled step cannot hold this vocabulary ({e})"
             return self._plain or None
 
     def line_ids(self, field: str) -> LineIds | None:
@@ -238,49 +192,26 @@ class TextTokenizer:
         if step is None:
             return None
         if added is None:
-            return step.lines_of(field, "")
+            return step.lines_of(field)
         # Texts beyond ASCII stay with `ids` (HF's, whole) where an added token could hide in
         # them unseen by the byte search: one HF matches after normalising (an accented
         # spelling), or one whose first character is itself beyond ASCII.
         beyond = not added.normalized and added.firsts.isascii()
-        return step.lines_of(field, added.firsts, beyond)
+        return step.lines_of(field, added.contents, beyond)
 
-    def fast_ids(
-        self, texts: Sequence[str], plain: Sequence[bool] | None = None
-    ) -> tuple[Any, Any, list[int]]:
-        """The fast path's ids of texts, concatenated (int64 numpy), and each text's count;
-        then which texts `needs_reference` (to redo with HF).
-
-        By the compiled step where it is built: its holes (chunks with a character its table
-        cannot hold, rare) by HF, exact, so none is left to redo. Otherwise by one graph call.
-        Neither holds the GIL, so other threads keep working.
-        plain: texts the caller already knows to be plain (`Document.plain`), for the graph.
-        """
-        step = self.plain_step()
-        if step is None:
-            return self._graph_ids(texts, plain)
-        import numpy as np
-
-        values, lengths, holes = step.ids(texts)
-        if not len(holes):
-            return values, lengths, []
-        chunks = [texts[t][start:end] for t, start, end, _ in holes.tolist()]
-        more, sizes = flat_ids(self.encode_reference(chunks))
-        values = np.insert(values, np.repeat(holes[:, 3], sizes), more)  # in order, stably
-        lengths = lengths + np.bincount(holes[:, 0], sizes, len(texts)).astype(np.int64)
-        return values, lengths, []
-
-    def _graph_ids(
-        self, texts: Sequence[str], plain: Sequence[bool] | None
-    ) -> tuple[Any, Any, list[int]]:
-        """`fast_ids` by tensorflow-text: one graph call per batch, which also clears
-        printable-ASCII texts (most of a corpus), so only the others are checked here."""
-        with self._lock:
-            if self._fast_graph is None:
-                self._fast_graph = fast_graphs(self._build_fast(), self.lowercase)
-        values, lengths, cleared = self._fast_graph.ids(texts, plain)
-        unsure = [i for i, ok in enumerate(cleared) if not ok and self.needs_reference(texts[i])]
-        return values, lengths, unsure
+    def road(self) -> tuple[str, str]:
+        """The road this tokenizer's texts take, and why: ("compiled", what it declines) or
+        ("hf", why not the compiled step)."""
+        if not self.fast_capable:
+            model = self.config["model"]["type"]
+            return "hf", f"a {model} tokenizer: the compiled step models BERT WordPiece only"
+        if self.plain_step() is not None:
+            return "compiled", "BERT WordPiece; added tokens' texts and rare characters by HF"
+        if native_module("_wordpiece", honour_env=False) is None:
+            return "hf", NO_STEP
+        if os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
+            return "hf", f"{NO_NATIVE_ENV} is set"
+        return "hf", self._declined or "no unknown token in this vocabulary"
 
     def encode_reference(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids without special tokens, by HF (its own threads, in batches); without

@@ -8,7 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from feedgpu.converters.text.redo import is_cjk
+
+def is_cjk(code: int) -> bool:
+    """Whether HF's BERT normaliser puts spaces around this code point (its
+    `handle_chinese_chars`: `is_chinese_char` in tokenizers' bert.rs, these bounds)."""
+    return any(low <= code <= high for low, high in _CJK)
+
+
+_CJK = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B920, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
 
 
 def _stands_alone(char: str) -> bool:

@@ -73,6 +73,9 @@ def convert_text(args: argparse.Namespace) -> int:
     what = f"{report.num_examples} examples from {text.documents if text else 0} documents"
     extra = {"text": text.to_json() if text else {}, "tokenizer": tok.to_json() if tok else {}}
     code = _print_conversion(args, report, what, f"{rate:.2f} M tokens/s", extra)
+    road = tok.parity.get("road") if tok else None
+    if road and not args.json:  # which road tokenized, and why (the manifest keeps it too)
+        print(f"tokenizer: the {road} road ({tok.parity.get('reason', '')})")  # type: ignore[union-attr]
     asked = tok.vocab_size_asked if tok else None
     if tok and asked and tok.vocab_size != asked and not args.json:
         why = (

@@ -76,7 +76,7 @@ class TokenizerInfo:
         pad_id: the id padding holds, in packed sequences and in the pipeline's batches.
         pad_token: the token pad_id stands for (None when the id has no token).
         pad_choice: why pad_id: the tokenizer's pad token, --pad-id, or a stated fallback.
-        parity: the fast-path check (path taken, sample size, mismatches).
+        parity: the fast-path check (the road taken and why, sample size, mismatches).
         vocab_size_asked: for a trained vocabulary, the size asked (`train:wordpiece:16000`):
             a corpus with fewer pieces seen twice gives a smaller one, said here and in the
             summary. None otherwise (and in manifests written before it existed).
