@@ -22,14 +22,7 @@ setup(
             ("_wordpiece", ["_wordpiece.c", "_chars.c", "_texts.c", "_json_lines.c"]),
             (
                 "_records",
-                [
-                    "_records.c",
-                    "_example_wire.c",
-                    "_shard_records.c",
-                    "_framing.c",
-                    "_route.c",
-                    "_lines.c",
-                ],
+                ["_records.c", "_framing.c", "_route.c", "_lines.c"],
             ),
         )
     ]

@@ -16,8 +16,8 @@ from tokenizers import Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 
 from feedgpu.converters.text.char_table import ALONE, DROP, SPACE, WORD, describer
-from feedgpu.converters.text.examples import per_text_ids
 from feedgpu.converters.text.native import NO_NATIVE_ENV
+from feedgpu.converters.text.plain_wordpiece import per_text_ids
 from feedgpu.converters.text.raw_lines import joined
 from feedgpu.converters.text.tokenizer import TextTokenizer
 

@@ -16,12 +16,12 @@ from conftest import word_files
 from feedgpu.converters.listing import SourceFile
 from feedgpu.converters.text import batches as text_batches
 from feedgpu.converters.text import chunk_batches, raw_lines
-from feedgpu.converters.text.batch_records import BatchRecords
 from feedgpu.converters.text.batches import Batch, Labels, iter_batches
 from feedgpu.converters.text.chunk_batches import ChunkBatches, run_batches
 from feedgpu.converters.text.chunks import TextRunner
 from feedgpu.converters.text.convert import TextOptions, convert_text
 from feedgpu.converters.text.options import TextSource
+from feedgpu.converters.text.pieces import ChunkWriter
 from feedgpu.errors import InputError
 
 
@@ -311,7 +311,7 @@ def test_the_parity_check_starts_once_the_first_batch_is_written(
     src, options = corpus
     written = threading.Event()
     started_after: list[bool] = []
-    real_emit, real_parity = BatchRecords.emit, TextRunner.check_parity
+    real_emit, real_parity = ChunkWriter.put, TextRunner.check_parity
 
     def emit(self, *args):
         found = real_emit(self, *args)
@@ -322,7 +322,7 @@ def test_the_parity_check_starts_once_the_first_batch_is_written(
         started_after.append(written.is_set())
         real_parity(self)
 
-    monkeypatch.setattr(BatchRecords, "emit", emit)
+    monkeypatch.setattr(ChunkWriter, "put", emit)
     monkeypatch.setattr(TextRunner, "check_parity", parity)
     convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
     assert started_after == [True]

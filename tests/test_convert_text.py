@@ -69,7 +69,7 @@ def tfds_documents(block: dict) -> tf.data.Dataset:
 def test_docs_per_record_auto_stores_short_documents_in_blocks(tmp_path: Path) -> None:
     """auto decides by the first documents' mean length: short ones in blocks (format 3),
     long ones one a record (format 2's layout and version)."""
-    from feedgpu.converters.text.blocks import SHORT_IDS
+    from feedgpu.converters.text.records import SHORT_IDS
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -105,9 +105,9 @@ def test_auto_s_sample_stops_once_documents_are_known_long(
     """Long documents decide the layout after a few dozen (batches of 4, 8, 16...: their ids
     alone put the sample's mean over SHORT_IDS); short ones are counted in full."""
     from feedgpu.converters.listing import SourceFile
-    from feedgpu.converters.text.blocks import SAMPLE_DOCUMENTS, SHORT_IDS, choose_per_record
     from feedgpu.converters.text.convert import _mean_ids
     from feedgpu.converters.text.options import TextSource
+    from feedgpu.converters.text.records import SAMPLE_DOCUMENTS, SHORT_IDS, choose_per_record
     from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
 
     (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "cat"]))
@@ -517,32 +517,45 @@ def test_cli_convert_text_json_and_error_line(tmp_path: Path, text_folder: Path,
     assert main(["verify", str(out), "--quiet"]) == 0
 
 
-@pytest.mark.parametrize("no_native", ["0", "1"])
-@pytest.mark.parametrize("max_length", [None, 6])
-def test_examples_built_in_graph_are_encode_example_bytes(
-    max_length, no_native, monkeypatch
-) -> None:
-    """The builder (special tokens, truncation, labels, unknown counts) writes exactly what
-    `encode_example` would, by the compiled step and by the graph (FEEDGPU_NO_NATIVE)."""
+def _made(per_doc, doc_ids, labels, splits, max_length=None, per_record=1, before=(), after=()):
+    """Records of documents (`RecordMaker.documents`, one shard): the Made and its records."""
+    import io
+
     import numpy as np
 
-    monkeypatch.setenv("FEEDGPU_NO_NATIVE", no_native)
+    from feedgpu.converters.text.names import Names, route_key
+    from feedgpu.converters.text.records import RecordMaker, Tokenized
+    from feedgpu.format.records import read_records
 
-    from feedgpu.converters.text import examples as text_examples
+    maker = RecordMaker(
+        dict.fromkeys(sorted(set(splits)), 1), route_key(0), list(before), list(after),
+        max_length, None, per_record, 1,
+    )  # fmt: skip
+    tokenized = Tokenized(
+        np.asarray([i for ids in per_doc for i in ids], np.int64),
+        np.asarray([len(ids) for ids in per_doc], np.int64),
+        Names.of(doc_ids),
+        splits,
+        None if labels is None else np.asarray(labels, np.int64),
+    )
+    made = maker.documents(tokenized)
+    return made, list(read_records(io.BytesIO(made.data)))
+
+
+@pytest.mark.parametrize("no_native", ["0", "1"])
+@pytest.mark.parametrize("max_length", [None, 6])
+def test_records_of_documents_are_encode_example_bytes(max_length, no_native, monkeypatch) -> None:
+    """Special tokens, truncation, labels and unknown counts: exactly what `encode_example`
+    writes, by the compiled step and by the Python reference (FEEDGPU_NO_NATIVE)."""
+    monkeypatch.setenv("FEEDGPU_NO_NATIVE", no_native)
     from feedgpu.format.records import encode_example
 
     per_doc = [[7, 1, 9], [], [1] * 40, [300, 2**20, 5, 1], [4, 2**40]]
-    builder = text_examples.ExampleBuilder([101], [102, 103], max_length, 1, labelled=True)
     doc_ids = [f"file.jsonl:{i}" for i in range(len(per_doc))]
-    built = builder(
-        np.asarray([i for ids in per_doc for i in ids], np.int64),
-        np.asarray([len(ids) for ids in per_doc], np.int64),
-        doc_ids,
-        [0, 1, 2, 1, 0],
-        ["train"] * 5,
-    )
+    labels = [0, 1, 2, 1, 0]
+    made, found = _made(per_doc, doc_ids, labels, ["train"] * 5, max_length, 1, [101], [102, 103])
     expected = []
-    for ids, doc_id, label in zip(per_doc, doc_ids, [0, 1, 2, 1, 0], strict=True):
+    for ids, doc_id, label in zip(per_doc, doc_ids, labels, strict=True):
         kept = ids if max_length is None else ids[: max_length - 3]
         full = [101, *kept, 102, 103]
         expected.append(
@@ -550,59 +563,36 @@ def test_examples_built_in_graph_are_encode_example_bytes(
                 {"doc_id": doc_id, "input_ids": full, "length": len(full), "label": label}
             )
         )
-    assert built.records == expected
-    assert built.full_lengths.tolist() == [len(ids) + 3 for ids in per_doc]
-    assert built.unknown.tolist() == [ids.count(1) for ids in per_doc]
-    unlabelled = text_examples.ExampleBuilder([], [], None, None, labelled=False)
-    plain = unlabelled(
-        np.asarray([3, 4], np.int64), np.asarray([2], np.int64), ["a"], None, ["train"]
-    )
-    assert plain.records == [encode_example({"doc_id": "a", "input_ids": [3, 4], "length": 2})]
-    assert plain.unknown == [0]
+    assert found == expected
+    assert made.full.tolist() == [len(ids) + 3 for ids in per_doc]
+    assert made.unknown.tolist() == [ids.count(1) for ids in per_doc]
     # No ids at all, and a record over 16 KiB (its lengths take three varint bytes).
     long = [2**20] * 6000
-    rows = unlabelled(
-        np.asarray(long, np.int64), np.asarray([0, 6000], np.int64), ["e", "l"], None, ["t"] * 2
-    )
-    assert rows.records == [
+    _, rows = _made([[], long], ["e", "l"], None, ["t"] * 2)
+    assert rows == [
         encode_example({"doc_id": "e", "input_ids": [], "length": 0}),
         encode_example({"doc_id": "l", "input_ids": long, "length": 6000}),
     ]
-    with pytest.raises(ValueError, match="one label per document"):
-        builder(
-            np.asarray([3, 4], np.int64), np.asarray([1, 1], np.int64), ["a", "b"], [0], ["x"] * 2
-        )
 
 
 @pytest.mark.parametrize("per_record", [2, None])
-def test_blocks_built_in_graph_are_encode_example_bytes(per_record, monkeypatch) -> None:
-    """Blocks of consecutive documents of one split, in-graph: the same bytes encode_example
-    gives for lists of lengths, doc ids and labels; split apart again by block_documents."""
-    import numpy as np
-
-    from feedgpu.converters.text import blocks, examples
+def test_blocks_are_encode_example_bytes(per_record, monkeypatch) -> None:
+    """Blocks of consecutive documents of one split: the same bytes encode_example gives for
+    lists of lengths, doc ids and labels; split apart again by block_documents."""
+    from feedgpu.converters.text import records
     from feedgpu.format.records import block_documents, decode_example, encode_example
 
-    monkeypatch.setattr(blocks, "RECORD_IDS", 8)  # auto: documents starting within 8 ids
+    monkeypatch.setattr(records, "RECORD_IDS", 8)  # auto: documents starting within 8 ids
     per_doc = [[7, 1, 9], [5], [1] * 10, [300, 2**20, 8, 8, 8], [4], [6, 6], [2**40]]
     splits = ["train", "test", "train", "train", "test", "train", "train"]
     labels = [0, 1, 2, 1, 0, 2, 1]
-    builder = examples.ExampleBuilder([101], [102], None, 1, labelled=True, per_record=per_record)
     doc_ids = [f"f.jsonl:{i}" for i in range(len(per_doc))]
-    built = builder(
-        np.asarray([i for ids in per_doc for i in ids], np.int64),
-        np.asarray([len(ids) for ids in per_doc], np.int64),
-        doc_ids,
-        labels,
-        splits,
-    )
-    # Records hold one split's documents ("test" sorts first), consecutive, in batch order.
+    made, found = _made(per_doc, doc_ids, labels, splits, None, per_record, [101], [102])
+    # Records hold one split's documents ("test" sorts first, and is shard 0 of two: one a
+    # split), consecutive, in batch order; auto, with the special tokens: test 3 3 (from 0,
+    # 3); train 5 12 7 4 3 (from 0, 5, 17, 24, 28), in windows 0 0 2 3 3 of 8 ids.
     order = [1, 4, 0, 2, 3, 5, 6]
-    assert built.blocks.order.tolist() == order
-    # auto, with the special tokens: test 3 3 (from 0, 3); train 5 12 7 4 3 (from 0, 5, 17,
-    # 24, 28), in windows 0 0 2 3 3 of 8 ids
     sizes = [2, 2, 2, 1] if per_record == 2 else [2, 2, 1, 2]
-    assert built.blocks.sizes.tolist() == sizes
     expected, start = [], 0
     for size in sizes:
         docs = order[start : start + size]
@@ -617,10 +607,10 @@ def test_blocks_built_in_graph_are_encode_example_bytes(per_record, monkeypatch)
                 }
             )
         )
-    assert built.records == expected
-    assert built.full_lengths.tolist() == [len(per_doc[i]) + 2 for i in order]
-    assert built.unknown.tolist() == [per_doc[i].count(1) for i in order]
-    documents = [d for r in built.records for d in block_documents(decode_example(r))]
+    assert found == expected
+    assert made.full.tolist() == [len(ids) + 2 for ids in per_doc]
+    assert made.unknown.tolist() == [ids.count(1) for ids in per_doc]
+    documents = [d for r in found for d in block_documents(decode_example(r))]
     assert [d["doc_id"][0].decode() for d in documents] == [doc_ids[i] for i in order]
     assert [d["input_ids"] for d in documents] == [[101, *per_doc[i], 102] for i in order]
 
@@ -874,7 +864,8 @@ def test_every_record_written_fits_the_schema_and_its_reference_bytes(
     """The schema is the writer's contract: every record of every shard, in each layout,
     fits the manifest's features, holds consistent blocks (one length, name and label a
     document, its ids their sum), and is byte for byte what the Python reference encoder
-    (`format.records.encode_example`) writes for the values it holds."""
+    (`format.records.encode_example`) writes for the values it holds; the manifest counts
+    each shard's examples as it holds them."""
     import random
 
     from feedgpu.format.records import decode_example, encode_example, read_records
@@ -894,9 +885,16 @@ def test_every_record_written_fits_the_schema_and_its_reference_bytes(
     out = tmp_path / "out"
     options = TextOptions(tokenizer=str(tmp_path / "vocab.txt"), num_shards=3, **layout)
     convert_text(str(src), str(out), options, quiet=True)
-    schema = Schema.from_json(json.loads((out / "feedgpu.json").read_text())["features"])
+    manifest = json.loads((out / "feedgpu.json").read_text())
+    schema = Schema.from_json(manifest["features"])
+    counted = {
+        s["file"]: s["num_examples"]
+        for split in manifest["splits"].values()
+        for s in split["shards"]
+    }
     records = 0
     for shard in sorted(out.glob("*.tfrecord-*")):
+        examples = 0
         with open(shard, "rb") as f:
             for record in read_records(f):
                 schema.check_record(record)
@@ -908,4 +906,6 @@ def test_every_record_written_fits_the_schema_and_its_reference_bytes(
                     assert sum(lengths) == len(values["input_ids"])  # type: ignore[arg-type]
                     assert len(values.get("label", lengths)) == len(lengths)
                 records += 1
+                examples += len(values["length"]) if schema.blocks else 1
+        assert counted[shard.name] == examples  # the manifest counts what each shard holds
     assert records >= 3

@@ -1,6 +1,6 @@
 """feedgpu's compiled steps: WordPiece of plain text (`_wordpiece.c`) gives HF's ids exactly, or
-leaves a chunk to the usual path; serialized examples (`_records.c`) are the graph's bytes;
-without them (not built, or FEEDGPU_NO_NATIVE), conversion is unchanged."""
+leaves a chunk to HF; records (`_records.c`, tests/test_text_records.py) are the Python
+reference's bytes; without them (not built, or FEEDGPU_NO_NATIVE), conversion is unchanged."""
 
 from __future__ import annotations
 
@@ -224,113 +224,6 @@ def test_typed_special_tokens_take_hfs_ids(
     if step is not None:  # the step alone splits "[SEP]": the test has teeth
         assert expected[3] != _per_text(*step.ids([texts[3]])[:2])[0]
     assert _per_text(*tok.ids(texts)) == expected
-
-
-@pytest.mark.parametrize("labelled", [True, False])
-@pytest.mark.parametrize("blocks", [True, False])
-def test_records_step_writes_the_graphs_bytes(
-    records: Any, labelled: bool, blocks: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The compiled examples (`_records.c`) are the encode_proto graph's bytes: random
-    documents, empty ones, ids of every varint width (negative ones ten bytes), non-ASCII and
-    long doc_ids, blocks of 1-7 documents, labels of any size."""
-    from feedgpu.converters.text import examples
-
-    rng = np.random.default_rng(6)
-    sizes = rng.integers(0, 40, 300)
-    sizes[::17] = 0
-    ids = rng.integers(0, 2**62, int(sizes.sum())) >> rng.integers(0, 62, int(sizes.sum()))
-    ids[::97] = -rng.integers(1, 2**40, len(ids[::97]))
-    # Each varint width's edges, a vocabulary's one and two bytes most (written without a
-    # branch on their size), at every position of a document.
-    edges = [0, 127, 128, 16383, 16384, 2**21 - 1, 2**21, 2**63 - 1, -1]
-    ids[5 : 5 + 20 * len(edges)] = np.repeat(edges, 20)
-    doc_ids = [f"dir/é-{i}.jsonl:{i * 7919}" + "x" * int(rng.integers(0, 200)) for i in range(300)]
-    labels = rng.integers(0, 2**35, 300).tolist() if labelled else None
-    per_record = None
-    if blocks:
-        per_record = []
-        while sum(per_record) < 300:
-            per_record.append(min(int(rng.integers(1, 8)), 300 - sum(per_record)))
-    got = examples._serialize(ids, sizes, doc_ids, labels, per_record)
-    monkeypatch.setenv(NO_NATIVE_ENV, "1")
-    assert got == examples._serialize(ids, sizes, doc_ids, labels, per_record)
-    assert len(got) == (len(per_record) if blocks else 300)
-
-
-@pytest.mark.parametrize("max_length", [None, 9])
-@pytest.mark.parametrize("per_record", [1, 3, None])
-def test_examples_with_special_ids_beside_are_the_graphs_bytes(
-    records: Any, max_length: int | None, per_record: int | None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The examples step takes each document's own ids where they are and the special ids
-    beside (truncated to max_length, documents of each split together): the bytes the graph
-    writes of the ids with the special ones put in, labels and blocks alike."""
-    from feedgpu.converters.text.examples import ExampleBuilder
-
-    rng = np.random.default_rng(8)
-    lengths = rng.integers(0, 30, 200)
-    lengths[::13] = 0
-    values = rng.integers(0, 5000, int(lengths.sum()))
-    doc_ids = [f"a.jsonl:{i}" for i in range(200)]
-    splits = rng.choice(["train", "test", "val"], 200).tolist()
-    labels = rng.integers(0, 4, 200).tolist()
-    built = []
-    for flag in ("0", "1"):
-        monkeypatch.setenv(NO_NATIVE_ENV, flag)
-        builder = ExampleBuilder([101, 7], [102], max_length, 1, True, per_record)
-        built.append(builder(values, lengths, doc_ids, labels, splits))
-    assert built[0].records == built[1].records
-    assert (built[0].blocks.order is None) == (per_record == 1)  # three splits: reordered
-    for field in ("full_lengths", "unknown", "stored"):
-        assert getattr(built[0], field).tolist() == getattr(built[1], field).tolist()
-
-
-def test_records_step_refuses_what_does_not_add_up(records: Any) -> None:
-    """Sizes that do not cover the ids, blocks that do not cover the documents, a label or a
-    doc_id short: a clear ValueError, never a read past the end."""
-    step = records
-    ids, sizes = np.arange(6, dtype=np.int64), np.array([2, 4], np.int64)
-    assert len(step.examples(ids, sizes, ["a", "b"], None, None)) == 2
-    cases = [
-        (ids[:5], sizes, ["a", "b"], None, None, "sizes do not cover"),
-        (ids, sizes, ["a", "b"], None, np.array([1, 2], np.int64), "blocks do not cover"),
-        (ids, sizes, ["a", "b"], None, np.array([0, 2], np.int64), "blocks do not cover"),
-        (ids, sizes, ["a", "b"], np.array([1], np.int64), None, "one label"),
-        (ids, sizes, ["a"], None, None, "one doc_id"),
-        (ids, np.array([-1, 7], np.int64), ["a", "b"], None, None, "negative"),
-        (ids, sizes.astype(np.int32), ["a", "b"], None, None, "int64"),
-        (ids, sizes, ["a", "b"], None, None, np.array([7, 8]), np.array([9]), None, "under its"),
-        (ids, sizes, ["a", "b"], None, None, None, None, np.array([0]), "one start"),
-        (ids, sizes, ["a", "b"], None, None, None, None, np.array([0, 3]), "do not cover"),
-        (ids, sizes, ["a", "b"], None, None, None, None, np.array([-1, 0]), "do not cover"),
-    ]
-    for *args, message in cases:
-        with pytest.raises(ValueError, match=message):
-            step.examples(*args)
-
-
-def test_records_step_takes_any_doc_id_and_label(
-    records: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """doc_ids as bytes, empty ones, negative labels: the graph's bytes."""
-    from feedgpu.converters.text import examples
-
-    ids, sizes = np.arange(9, dtype=np.int64), np.array([4, 0, 5], np.int64)
-    args = (ids, sizes, [b"a:1", b"", "\u00e9:3"], [-1, 0, -(2**40)], [2, 1])
-    got = examples._serialize(*args)
-    monkeypatch.setenv(NO_NATIVE_ENV, "1")
-    assert got == examples._serialize(*args)
-
-
-def test_records_step_refuses_sizes_that_overflow(records: Any) -> None:
-    """Sizes whose sum wraps around to the id count: refused, not read past the end."""
-    step = records
-    huge = np.array([2**62] * 4, np.int64)
-    with pytest.raises(ValueError, match="sizes do not cover"):
-        step.examples(np.zeros(0, np.int64), huge, ["a"] * 4, None, None)
-    with pytest.raises(ValueError, match="blocks do not cover"):
-        step.examples(np.zeros(0, np.int64), np.zeros(2, np.int64), ["a"] * 2, None, huge[:2])
 
 
 def test_vocabulary_ids_with_a_gap_take_hf(tmp_path: Path) -> None:
@@ -712,42 +605,6 @@ def test_layout_sample_counts_are_hfs(module: Any, tmp_path: Path) -> None:
     assert _id_counts(tok, texts) == [len(ids) for ids in tok.encode_reference(texts)]
 
 
-def test_numbered_doc_ids_are_pythons(records: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Documents' ids made by the step ("name:line") are the strings Python makes: every
-    digit count, 0, negative and extreme numbers, ASCII and non-ASCII file names."""
-    from feedgpu.converters.text.batches import numbered
-
-    numbers = np.array([0, 1, 9, 10, 99, 100, 12345, -7, 2**62, -(2**63), 2**63 - 1])
-    for prefix in ("part-000.jsonl:", "données/é.jsonl:", ""):
-        got = numbered(prefix, numbers)
-        monkeypatch.setenv(NO_NATIVE_ENV, "1")
-        assert got == numbered(prefix, numbers) == [f"{prefix}{n}" for n in numbers.tolist()]
-        monkeypatch.delenv(NO_NATIVE_ENV)
-        assert all(type(name) is str for name in got)
-
-
-def test_routes_are_tensorflows(records: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Documents' shards by the step's SipHash are TensorFlow's `to_hash_bucket_strong`'s:
-    empty, ASCII and non-ASCII ids of every length around SipHash's 8-byte blocks, keys of
-    the seeds conversions use and extreme ones, and bucket counts down to one."""
-    from feedgpu.converters.text.examples import route, route_key
-
-    rng = random.Random(15)
-    ids = ["", "a", "part-000.jsonl:17", "données/é.jsonl:0", "東京" * 9]
-    ids += ["".join(chr(rng.randint(32, 0x30FF)) for _ in range(n % 40)) for n in range(400)]
-    for key in (route_key(0), route_key(12345), [0, 0], [2**63 - 1, 1]):
-        ours = route(ids, key)
-        monkeypatch.setenv(NO_NATIVE_ENV, "1")
-        assert ours.tolist() == route(ids, key).tolist()  # by TensorFlow's op
-        monkeypatch.delenv(NO_NATIVE_ENV)
-    import tensorflow as tf
-
-    for buckets in (1, 7, 1 << 62):
-        step = np.frombuffer(records.route(ids, 3, 4, buckets), np.uint64)
-        graph = tf.strings.to_hash_bucket_strong(ids, buckets, [3, 4]).numpy()
-        assert step.max() < buckets and step.tolist() == graph.astype(np.uint64).tolist()
-
-
 def test_line_bounds_are_where_readlines_cuts(
     records: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -780,12 +637,10 @@ def test_line_bounds_are_where_readlines_cuts(
 
 @pytest.mark.parametrize("hardware", [True, False])
 def test_framing_step_writes_tfrecords_bytes(records: Any, hardware: bool) -> None:
-    """Records framed by the step are `frame_records`'s bytes (which TensorFlow reads); its
-    CRC32C, by the CPU's instruction (where it has one) and by tables, is google-crc32c's on
-    every length around the 8-byte steps, from unaligned starts."""
+    """The step's CRC32C (its frames' checksums), by the CPU's instruction (where it has one)
+    and by tables, is google-crc32c's on every length around the 8-byte steps, from unaligned
+    starts."""
     import google_crc32c
-
-    from feedgpu.format.records import frame_records
 
     rng = random.Random(12)
     data = bytes(rng.randrange(256) for _ in range(4096))
@@ -793,21 +648,27 @@ def test_framing_step_writes_tfrecords_bytes(records: Any, hardware: bool) -> No
         for n in [*range(0, 40), 255, 4000]:
             part = data[start : start + n]
             assert records.crc32c(part, hardware) == google_crc32c.value(part), (start, n)
-    recs = [data[: rng.randint(0, 3000)] for _ in range(300)] + [b""]
-    assert records.frame(recs) == frame_records(recs)
-    assert records.frame([]) == b""
 
 
-def test_python_siphash_is_the_compiled_routes(records: Any) -> None:
-    """Without the compiled step, documents are routed by `examples.siphash`: the same
-    SipHash-2-4 values, so the same shards, for names of every length (each tail size),
-    empty, non-ASCII and bytes."""
-    from feedgpu.converters.text.examples import route_key, siphash
+def test_routes_are_tensorflows(records: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Documents' shards by the step's SipHash are TensorFlow's `to_hash_bucket_strong`'s (the
+    shards of every dataset converted before stay where they were): empty, ASCII and non-ASCII
+    names of every length around SipHash's 8-byte blocks, keys of the seeds conversions use and
+    extreme ones, and bucket counts down to one."""
+    import tensorflow as tf
 
-    rng = random.Random(21)
-    names = ["", "a", "file.jsonl:1", "é" * 9, b"\x00\xff" * 13]
-    names += ["".join(rng.choices(string.printable, k=rng.randint(0, 40))) for _ in range(300)]
-    k0, k1 = route_key(7)
-    compiled = np.frombuffer(records.route(names, k0, k1, 1 << 62), np.uint64).tolist()
-    ours = [siphash(k0, k1, n.encode() if isinstance(n, str) else n) % (1 << 62) for n in names]
-    assert ours == compiled
+    from feedgpu.converters.text.names import Names, route, route_key
+
+    rng = random.Random(15)
+    ids = ["", "a", "part-000.jsonl:17", "données/é.jsonl:0", "東京" * 9]
+    ids += ["".join(chr(rng.randint(32, 0x30FF)) for _ in range(n % 40)) for n in range(400)]
+    names = Names.of(ids)
+    for key in (route_key(0), route_key(12345), [0, 0], [2**63 - 1, 1]):
+        graph = tf.strings.to_hash_bucket_strong(ids, 1 << 62, key).numpy().astype(np.uint64)
+        assert route(names, key).tolist() == graph.tolist()
+    for buckets in (1, 7, 1 << 62):
+        step = np.frombuffer(
+            records.route(names.blob, names.starts, names.sizes, 3, 4, buckets), np.uint64
+        )
+        graph = tf.strings.to_hash_bucket_strong(ids, buckets, [3, 4]).numpy()
+        assert step.max() < buckets and step.tolist() == graph.astype(np.uint64).tolist()

@@ -53,25 +53,36 @@ def test_check_record_reads_a_record_made_without_the_schema() -> None:
         TEXT.check_record(encode_example({**GOOD, "length": [3, 4]}))
 
 
-def test_the_in_graph_text_encoder_fits_the_text_schema() -> None:
+def test_records_of_documents_fit_the_text_schema() -> None:
+    import io
 
     from feedgpu.converters.text.convert import TextOptions, text_features
-    from feedgpu.converters.text.examples import ExampleBuilder
+    from feedgpu.converters.text.names import Names, route_key
+    from feedgpu.converters.text.records import RecordMaker, Tokenized
+    from feedgpu.format.records import read_records
 
-    args = (np.array([7, 8, 9, 10], np.int64), np.array([1, 3], np.int64))
-    builder = ExampleBuilder([2], [3], None, 1, True)
-    built = builder(*args, ["a", "b"], [0, 1], ["train"] * 2)
-    for record in built.records:
+    tokenized = Tokenized(
+        np.array([7, 8, 9, 10], np.int64),
+        np.array([1, 3], np.int64),
+        Names.of(["a", "b"]),
+        ["train"] * 2,
+        np.array([0, 1], np.int64),
+    )
+
+    def made(per_record: int | None) -> list[bytes]:
+        maker = RecordMaker({"train": 1}, route_key(0), [2], [3], None, None, per_record, 1)
+        return list(read_records(io.BytesIO(maker.documents(tokenized).data)))
+
+    for record in made(1):
         TEXT.check_record(record)
     unlabelled = Schema.of([f for f in TEXT.features if f.name != "label"])
     with pytest.raises(ValueError, match="features"):
-        unlabelled.check_record(built.records[0])
+        unlabelled.check_record(made(1)[0])
     # A block of both documents fits the block schema, which the converter declares; not
     # the schema of one document a record.
     blocks = Schema.of(text_features(TextOptions(tokenizer="vocab.txt"), labelled=True))
     assert blocks.blocks and not TEXT.blocks
-    builder = ExampleBuilder([2], [3], None, 1, True, per_record=None)
-    (block,) = builder(*args, ["a", "b"], [0, 1], ["train"] * 2).records
+    (block,) = made(None)
     blocks.check_record(block)
     with pytest.raises(ValueError, match="record's length: 2 values, declared one"):
         TEXT.check_record(block)
@@ -102,20 +113,3 @@ def test_numpy_values_and_empty_lists_fit_their_declared_types() -> None:
         floats.encode({"score": 3, "tags": []})  # it would be written as an int
     with pytest.raises(ValueError, match="tags: int value, declared string"):
         floats.encode({"score": 0.5, "tags": ["a", 7]})
-
-
-def test_a_chunk_writer_checks_its_first_record_only(tmp_path) -> None:
-    """Records made without the schema (in-graph, or by the compiled step): the chunk's first
-    is checked, before anything is written; once the chunk has pieces, no more (a block's
-    decoding takes too long for every batch); a writer without a schema checks nothing."""
-    from feedgpu.converters.text.pieces import ChunkWriter
-
-    bad = encode_example({**GOOD, "window": 0})
-    writer = ChunkWriter(str(tmp_path), None, 0, TEXT)
-    with pytest.raises(ValueError, match="window"):
-        writer.check_first(bad)
-    writer.check_first(encode_example(GOOD))
-    writer.write("train-00000", encode_example(GOOD))
-    writer.check_first(bad)  # not the first: not checked
-    ChunkWriter(str(tmp_path), None, 0, None).check_first(bad)  # type: ignore[arg-type]
-    writer.close()

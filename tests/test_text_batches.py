@@ -141,15 +141,15 @@ def test_strict_names_the_first_bad_document_in_reading_order(tmp_path: Path) ->
 
 
 def test_batch_statistics_summed_in_arrays_match_counting_each_document(tmp_path: Path) -> None:
-    # Short and long batches (the array and the pair paths) in one chunk, as a corpus of mixed
-    # lengths gives them: the pieces' counts are each document's, added up.
+    # Short and long batches in one chunk, as a corpus of mixed lengths gives them: the pieces'
+    # counts are each document's, added up.
     import numpy as np
 
     from feedgpu.converters.text.pieces import ChunkWriter
 
     rng = np.random.default_rng(3)
     names = [f"train-{i:05d}" for i in range(5)]
-    writer = ChunkWriter(str(tmp_path), None, 0, None)  # type: ignore[arg-type]
+    writer = ChunkWriter(str(tmp_path), names, None, None)
     expected: dict[str, dict] = {n: {"documents": 0, "doc_tokens": 0, "unknown": 0} for n in names}
     lengths: dict[str, dict[int, int]] = {n: {} for n in names}
     for longest in (40, 9000, 300, 20000, 60):
@@ -158,7 +158,7 @@ def test_batch_statistics_summed_in_arrays_match_counting_each_document(tmp_path
         stored = rng.integers(0, longest, n)
         full = stored + rng.integers(0, 3, n)
         unknown = rng.integers(0, 2, n)
-        writer.count_batch(names, shards, full, unknown, stored)
+        writer._count(shards, full, unknown, shards, stored)
         columns = (shards.tolist(), full.tolist(), unknown.tolist(), stored.tolist())
         for s, f, u, k in zip(*columns, strict=True):
             counts = expected[names[s]]

@@ -10,7 +10,7 @@ import string
 import pytest
 from tokenizers import BertWordPieceTokenizer
 
-from feedgpu.converters.text.examples import per_text_ids
+from feedgpu.converters.text.plain_wordpiece import per_text_ids
 from feedgpu.converters.text.tokenizer import TextTokenizer
 
 ODD = ["…", "ﬁne", "Ⅻ", "ＡＢＣ", "zero\u200bwidth", "bell\x07", "ß", "ΟΔΟΣ", "ΣΑΣ", "é" * 60]
@@ -45,7 +45,7 @@ def test_splicing_texts_changes_those_texts_only() -> None:
     at all included), first and last texts too; every other text's ids stay as they were."""
     import numpy as np
 
-    from feedgpu.converters.text.examples import flat_ids, splice_ids
+    from feedgpu.converters.text.plain_wordpiece import flat_ids, splice_ids
 
     rng = random.Random(5)
     for _ in range(50):

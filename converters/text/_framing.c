@@ -1,4 +1,4 @@
-/* TFRecord framing for the `_records` module (`pieces.ChunkWriter`): see below. */
+/* TFRecord framing for the `_records` module's serializer: see below. */
 #include "_records.h" /* Python.h first */
 
 #include <stdint.h>
@@ -92,41 +92,4 @@ PyObject *feedgpu_crc32c(PyObject *self, PyObject *args) {
     uint32_t crc = crc32c(data.buf, (size_t)data.len, hardware && CRC_HAS_HARDWARE);
     PyBuffer_Release(&data);
     return PyLong_FromUnsignedLong(crc);
-}
-
-PyObject *feedgpu_frame(PyObject *self, PyObject *args) {
-    PyObject *given;
-    if (!PyArg_ParseTuple(args, "O", &given)) return NULL;
-    PyObject *held = PySequence_Tuple(given); /* each record held while the GIL is released */
-    if (!held) return NULL;
-    Py_ssize_t count = PyTuple_GET_SIZE(held), total = 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *record = PyTuple_GET_ITEM(held, i);
-        if (!PyBytes_Check(record)) {
-            PyErr_SetString(PyExc_TypeError, "records must be bytes");
-            Py_DECREF(held);
-            return NULL;
-        }
-        if (PyBytes_GET_SIZE(record) > PY_SSIZE_T_MAX - 16 - total) {
-            PyErr_SetString(PyExc_OverflowError, "records too large to frame at once");
-            Py_DECREF(held);
-            return NULL;
-        }
-        total += PyBytes_GET_SIZE(record) + 16;
-    }
-    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
-    if (out) {
-        unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < count; i++) {
-            PyObject *record = PyTuple_GET_ITEM(held, i);
-            size_t n = (size_t)PyBytes_GET_SIZE(record);
-            memcpy(o + 12, PyBytes_AS_STRING(record), n);
-            feedgpu_frame_at(o, n);
-            o += n + 16;
-        }
-        Py_END_ALLOW_THREADS
-    }
-    Py_DECREF(held);
-    return out;
 }

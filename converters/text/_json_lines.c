@@ -9,7 +9,6 @@
 
 #include "_int64s.h"
 #include "_json_line.h"
-#include "_varints.h"
 
 void feedgpu_json_init(void) { json_stop_init(); }
 
@@ -76,21 +75,25 @@ static inline unsigned char fold(unsigned char c) {
     return c >= 'A' && c <= 'Z' ? (unsigned char)(c + 32) : c;
 }
 
-/* Whether the text may hold one of the tokens: at some place, each of its bytes equal to the
- * token's but for ASCII case, and any of space, tab, LF and CR where the token has one. More
- * texts than HF matches (it may match case and spaces exactly), never fewer: a text
- * holding "[1913 Webster]" is the step's, one holding "[SEP]" or "[sep]" the caller's. */
-static int holds_token(const unsigned char *text, Py_ssize_t len, const Tokens *tk) {
-    for (Py_ssize_t k = 0; k < tk->count; k++) {
-        const unsigned char *w = tk->text[k];
-        Py_ssize_t m = tk->len[k];
-        for (Py_ssize_t i = 0; i + m <= len; i++) {
-            Py_ssize_t j = 0;
-            for (; j < m; j++) {
-                unsigned char a = w[j], b = text[i + j];
-                if (space_class(a) ? !space_class(b) : fold(a) != fold(b)) break;
-            }
-            if (j == m) return 1;
+/* Whether a token matches at p (within end): each byte equal to the token's but for ASCII
+ * case, and any of space, tab, LF and CR where the token has one. */
+static int matches_at(cursor p, cursor end, const unsigned char *w, Py_ssize_t m) {
+    if (end - p < m) return 0;
+    for (Py_ssize_t j = 0; j < m; j++)
+        if (space_class(w[j]) ? !space_class(p[j]) : fold(w[j]) != fold(p[j])) return 0;
+    return 1;
+}
+
+/* Whether the text may hold one of the tokens (`matches_at`): found by memchr of each byte of
+ * stop (the tokens' first bytes, in both cases), then the tokens tried there. More texts than
+ * HF matches (it may match case and spaces exactly), never fewer: a text holding
+ * "[1913 Webster]" is the step's, one holding "[SEP]" or "[sep]" the caller's. */
+static int holds_token(cursor text, Py_ssize_t len, const Tokens *tk, const unsigned char *stop) {
+    cursor end = text + len;
+    for (const unsigned char *c = stop; *c; c++) {
+        for (cursor p = text; p < end && (p = memchr(p, *c, (size_t)(end - p))); p++) {
+            for (Py_ssize_t k = 0; k < tk->count; k++)
+                if (matches_at(p, end, tk->text[k], tk->len[k])) return 1;
         }
     }
     return 0;
@@ -102,7 +105,8 @@ static int holds_token(const unsigned char *text, Py_ssize_t len, const Tokens *
  * room for the text decoded and three times it for a word's normal form (four times its raw
  * bytes); a text of ASCII alone uses none. */
 static Py_ssize_t text_of_line(const Vocab *v, const Chars *t, const Found *f,
-                               const Tokens *tk, unsigned char *buf, int64_t *out) {
+                               const Tokens *tk, const unsigned char *stop, unsigned char *buf,
+                               int64_t *out) {
     const unsigned char *text = f->text;
     Py_ssize_t len = f->len;
     if (f->holds & JSON_ESCAPED) {
@@ -112,34 +116,18 @@ static Py_ssize_t text_of_line(const Vocab *v, const Chars *t, const Found *f,
     }
     /* Raw, the text's bytes are its line's: a line without a byte of stop needs no search.
      * Decoded, an escape may have written one (\u005b is "["). */
-    if ((f->stopped || (f->holds & JSON_ESCAPED)) && holds_token(text, len, tk)) return -1;
+    if ((f->stopped || (f->holds & JSON_ESCAPED)) && holds_token(text, len, tk, stop)) return -1;
     Py_ssize_t n = feedgpu_utf8_ids(v, t, text, len, out, buf + f->len);
     return n > 0 ? n : -1; /* none: blank, the caller's to skip */
 }
 
-/* Each document's ids as varints at *o (room for them, and a byte), counting those equal to
- * unk: its varint bytes and unknown ids into size and unknown. */
-static void put_doc(unsigned char **o, const int64_t *ids, Py_ssize_t n, int64_t unk,
-                    int64_t *size, int64_t *unknown) {
-    int64_t hits = 0;
-    unsigned char *end = put_ids(*o, ids, n, 1, unk, &hits);
-    *size = end - *o;
-    *unknown = hits;
-    *o = end;
-}
-
 PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
-    PyObject *capsule, *table, *data_obj, *ends_obj, *tokens_obj, *unk_obj = Py_None;
+    PyObject *capsule, *table, *data_obj, *ends_obj, *tokens_obj;
     const char *field;
     Py_ssize_t field_len;
-    if (!PyArg_ParseTuple(args, "OOOOy#O|O", &capsule, &table, &data_obj, &ends_obj, &field,
-                          &field_len, &tokens_obj, &unk_obj))
+    if (!PyArg_ParseTuple(args, "OOOOy#O", &capsule, &table, &data_obj, &ends_obj, &field,
+                          &field_len, &tokens_obj))
         return NULL;
-    /* The ids as varints, where the records are framed from them (`framed`): the batch's ids
-     * are never int64 in memory, only each document's, while it is written out. */
-    int varints = unk_obj != Py_None;
-    long long unk = varints ? PyLong_AsLongLong(unk_obj) : 0;
-    if (unk == -1 && PyErr_Occurred()) return NULL;
     const Vocab *v = PyCapsule_GetPointer(capsule, CAPSULE);
     int failed = 0;
     const Chars *t = feedgpu_chars(table, &failed);
@@ -153,10 +141,9 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
         Py_DECREF(held);
         return NULL;
     }
-    Py_ssize_t count = 0, texts = 0, longest = 0, longest_text = 0;
+    Py_ssize_t count = 0, texts = 0, longest = 0;
     PyObject *values = NULL, *lengths = NULL, *taken = NULL, *odd = NULL, *result = NULL;
-    PyObject *sizes = NULL, *unknowns = NULL;
-    unsigned char *buf = NULL, *room = NULL, stop[257] = {0};
+    unsigned char *buf = NULL, stop[257] = {0};
     int64_t *scratch = NULL;
     Found *found = NULL;
     if (int64s(ends_obj, &bounds, &count) < 0) goto done;
@@ -212,7 +199,6 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
             Py_ssize_t room = found[i].len * (found[i].holds ? 4 : 1); /* \u, or beyond */
             texts += found[i].len;
             if (room > longest) longest = room;
-            if (found[i].len > longest_text) longest_text = found[i].len;
         }
     }
     mark_stops((cursor)data.buf, ends, count, stop, found);
@@ -221,21 +207,7 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
      * of that room shrunk after (as before) made glibc map fresh pages for every batch,
      * its faults 6% of a short-document conversion (benchmarks/RESULTS.md, "Issue 29,
      * seventh session"). */
-    /* With varints: one document's ids at a time, and room for the varints of one id a byte
-     * (each id's bytes at most those of the largest id the step writes: the vocabulary's, or
-     * its unknown id; the caller's unk is only counted). */
-    Py_ssize_t widest = vsize((uint64_t)(v->size > 0 ? v->size - 1 : 0));
-    if (vsize((uint64_t)v->unk) > widest) widest = vsize((uint64_t)v->unk);
-    scratch = PyMem_Malloc(((varints ? longest_text : texts) + 1) * sizeof(int64_t));
-    if (varints) {
-        room = PyMem_Malloc(texts * widest + 1);
-        sizes = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
-        unknowns = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
-        if (!room || !sizes || !unknowns) {
-            if (!PyErr_Occurred()) PyErr_NoMemory();
-            goto done;
-        }
-    }
+    scratch = PyMem_Malloc((texts + 1) * sizeof(int64_t));
     lengths = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
     taken = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
     odd = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
@@ -248,38 +220,27 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
     int64_t *counts = (int64_t *)PyBytes_AS_STRING(lengths);
     int64_t *docs = (int64_t *)PyBytes_AS_STRING(taken);
     int64_t *left = (int64_t *)PyBytes_AS_STRING(odd);
-    int64_t *vbytes = varints ? (int64_t *)PyBytes_AS_STRING(sizes) : NULL;
-    int64_t *unknown = varints ? (int64_t *)PyBytes_AS_STRING(unknowns) : NULL;
     Py_ssize_t at = 0, ndocs = 0, nodd = 0;
-    unsigned char *o = room;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < count; i++) {
         Py_ssize_t n = -1;
         if (found[i].state == BLANK) continue;
-        if (found[i].state == TEXT) n = text_of_line(v, t, &found[i], &tk, buf, out + at);
+        if (found[i].state == TEXT) n = text_of_line(v, t, &found[i], &tk, stop, buf, out + at);
         if (n < 0) {
             left[nodd++] = i;
             continue;
         }
-        if (varints) put_doc(&o, out, n, unk, &vbytes[ndocs], &unknown[ndocs]);
         docs[ndocs] = i;
         counts[ndocs++] = n;
-        at += varints ? 0 : n;
+        at += n;
     }
     Py_END_ALLOW_THREADS
     Py_ssize_t size = ndocs * (Py_ssize_t)sizeof(int64_t);
-    if (varints)
-        values = PyBytes_FromStringAndSize((const char *)room, o - room);
-    else
-        values = PyBytes_FromStringAndSize((const char *)scratch, at * (Py_ssize_t)sizeof(int64_t));
+    values = PyBytes_FromStringAndSize((const char *)scratch, at * (Py_ssize_t)sizeof(int64_t));
     if (!values || _PyBytes_Resize(&lengths, size) < 0 || _PyBytes_Resize(&taken, size) < 0 ||
-        _PyBytes_Resize(&odd, nodd * (Py_ssize_t)sizeof(int64_t)) < 0 ||
-        (varints && (_PyBytes_Resize(&sizes, size) < 0 || _PyBytes_Resize(&unknowns, size) < 0)))
+        _PyBytes_Resize(&odd, nodd * (Py_ssize_t)sizeof(int64_t)) < 0)
         goto done;
-    if (varints)
-        result = Py_BuildValue("OOOOOO", values, lengths, taken, odd, sizes, unknowns);
-    else
-        result = Py_BuildValue("OOOO", values, lengths, taken, odd);
+    result = Py_BuildValue("OOOO", values, lengths, taken, odd);
 done:
     PyMem_Free(tk.text);
     PyMem_Free(tk.len);
@@ -287,9 +248,6 @@ done:
     PyMem_Free(found);
     PyMem_Free(buf);
     PyMem_Free(scratch);
-    PyMem_Free(room);
-    Py_XDECREF(sizes);
-    Py_XDECREF(unknowns);
     Py_XDECREF(values);
     Py_XDECREF(lengths);
     Py_XDECREF(taken);

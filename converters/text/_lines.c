@@ -1,5 +1,5 @@
 /* What reading JSON lines needs from the `_records` module: where each line of a block ends
- * (`raw_lines.line_bounds`), and documents' ids by their line (`batches.numbered`). */
+ * (`raw_lines.line_bounds`), and documents' names by their line (`records.numbered`). */
 #include "_records.h" /* Python.h first */
 
 #include <stdint.h>
@@ -8,38 +8,38 @@
 
 #include "_int64s.h"
 
-/* Documents' ids "prefix" + each number in decimal (a JSONL file's "name:line"), as str. */
+/* Documents' names: prefix + each number in decimal (a JSONL file's "name:line"), one after
+ * another, and each one's size. */
 PyObject *feedgpu_numbered(PyObject *self, PyObject *args) {
-    PyObject *prefix, *numbers_obj;
-    if (!PyArg_ParseTuple(args, "UO", &prefix, &numbers_obj)) return NULL;
-    Py_buffer numbers = {0};
+    PyObject *numbers_obj, *blob = NULL, *sizes = NULL, *result = NULL;
+    Py_buffer prefix = {0}, numbers = {0};
     Py_ssize_t count;
-    if (int64s(numbers_obj, &numbers, &count) < 0) return NULL;
-    PyObject *result = PyList_New(count);
-    Py_ssize_t plen = PyUnicode_GET_LENGTH(prefix);
-    int ascii = PyUnicode_IS_ASCII(prefix);
-    for (Py_ssize_t i = 0; result && i < count; i++) {
-        char buf[24], *digits = feedgpu_decimal(buf + sizeof buf, ((int64_t *)numbers.buf)[i]);
-        int n = (int)(buf + sizeof buf - digits);
-        PyObject *name;
-        if (ascii) { /* the usual file name: one allocation, two copies */
-            name = PyUnicode_New(plen + n, 127);
-            if (name) {
-                memcpy(PyUnicode_1BYTE_DATA(name), PyUnicode_1BYTE_DATA(prefix), plen);
-                memcpy(PyUnicode_1BYTE_DATA(name) + plen, digits, n);
-            }
-        } else {
-            PyObject *tail = PyUnicode_FromStringAndSize(digits, n);
-            name = tail ? PyUnicode_Concat(prefix, tail) : NULL;
-            Py_XDECREF(tail);
-        }
-        if (!name) {
-            Py_CLEAR(result);
-            break;
-        }
-        PyList_SET_ITEM(result, i, name);
+    if (!PyArg_ParseTuple(args, "y*O", &prefix, &numbers_obj)) return NULL;
+    if (int64s(numbers_obj, &numbers, &count) < 0) goto done;
+    if (count > PY_SSIZE_T_MAX / (prefix.len + 21)) {
+        PyErr_NoMemory();
+        goto done;
     }
-    PyBuffer_Release(&numbers);
+    blob = PyBytes_FromStringAndSize(NULL, count * (prefix.len + 20));
+    sizes = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    if (!blob || !sizes) goto done;
+    char *o = PyBytes_AS_STRING(blob);
+    int64_t *size = (int64_t *)PyBytes_AS_STRING(sizes);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        char buf[24], *digits = feedgpu_decimal(buf + sizeof buf, ((int64_t *)numbers.buf)[i]);
+        Py_ssize_t n = buf + sizeof buf - digits;
+        memcpy(o, prefix.buf, (size_t)prefix.len);
+        memcpy(o + prefix.len, digits, (size_t)n);
+        o += prefix.len + n;
+        size[i] = prefix.len + n;
+    }
+    if (_PyBytes_Resize(&blob, o - PyBytes_AS_STRING(blob)) < 0) goto done;
+    result = Py_BuildValue("OO", blob, sizes);
+done:
+    Py_XDECREF(blob);
+    Py_XDECREF(sizes);
+    if (numbers.obj) PyBuffer_Release(&numbers);
+    PyBuffer_Release(&prefix);
     return result;
 }
 

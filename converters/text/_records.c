@@ -1,168 +1,259 @@
-/* The `_records` module: serialized examples of a batch (`examples`, as a list; or
- * `shard_records`, framed and grouped by shard: _shard_records.c), built by _example_wire.c
- * without the GIL while bytes are written.
+/* The `_records` module: a batch's tf.train.Examples written and framed as TFRecords, grouped
+ * by shard, without the GIL (`records.serialize`); documents' names and shards (_lines.c,
+ * _route.c); framing (_framing.c).
  *
- * Why: with WordPiece ids from the compiled step, building examples had become the largest
- * part of a conversion after tokenizing (benchmarks/RESULTS.md, "Issue 29, fifth session").
- */
+ * One serializer for every layout: a record is its features in key order, each a list of
+ * int64 values, of int64 values gathered from slices of a pool (a document's ids with the
+ * special ids around them, truncated, or a window of them), or of byte strings. The wire
+ * format, each feature a map entry of Features.feature:
+ *   Example   = 0a len Features
+ *   Features  = for each feature: 0a len (0a len key 12 len Feature)
+ *   Feature   = 0a len BytesList | 1a len Int64List
+ *   BytesList = for each value: 0a len bytes
+ *   Int64List = 0a len varints (packed; nothing when empty)
+ * the bytes format/records.py's encode_example writes (tested), which is the reference.
+ *
+ * Why: with ids from the compiled WordPiece step, building examples in Python had become the
+ * largest part of a conversion after tokenizing (benchmarks/RESULTS.md, "Text conversion"). */
 #include "_records.h" /* Python.h first */
 
+#include <string.h>
+
 #include "_int64s.h"
+#include "_varints.h"
 
-#include <stdint.h>
+enum { VALUES, SLICES, STRINGS };
 
-static PyObject *examples(PyObject *self, PyObject *args) {
-    PyObject *ids_obj, *sizes_obj, *names_obj, *labels_obj, *blocks_obj;
-    PyObject *before_obj = Py_None, *after_obj = Py_None, *starts_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "OOOOO|OOO", &ids_obj, &sizes_obj, &names_obj, &labels_obj,
-                          &blocks_obj, &before_obj, &after_obj, &starts_obj))
+typedef struct {
+    const char *key;
+    Py_ssize_t key_len, kind;
+    const int64_t *counts;             /* per record: values, slices or strings */
+    const int64_t *values;             /* VALUES: the values; SLICES: the pool */
+    const unsigned char *blob;         /* STRINGS */
+    const int64_t *starts, *sizes;     /* SLICES and STRINGS: each slice's or string's */
+    Py_buffer views[4];
+} Column;
+
+/* A column from (key, kind, counts, values) or (key, kind, counts, pool or blob, starts,
+ * sizes), checked: counts add up to its values, slices and strings lie within their pool or
+ * blob, so no loop below reads outside them. -1 with an exception. */
+static int column(PyObject *spec, Py_ssize_t records, Column *c) {
+    PyObject *objs[4] = {NULL, NULL, NULL, NULL};
+    Py_ssize_t n[4] = {0, 0, 0, 0};
+    if (!PyArg_ParseTuple(spec, "s#nO|OOO", &c->key, &c->key_len, &c->kind, &objs[0], &objs[1],
+                          &objs[2], &objs[3]))
+        return -1;
+    if (c->key_len < 1 || c->key_len > 127 || c->kind < VALUES || c->kind > STRINGS ||
+        !objs[1] || (c->kind != VALUES) != (objs[2] && objs[3])) {
+        PyErr_SetString(PyExc_ValueError, "a column: key (1-127 bytes), kind, counts, values");
+        return -1;
+    }
+    for (int k = 0; k < 4 && objs[k]; k++) {
+        if (k == 1 && c->kind == STRINGS) {
+            if (PyObject_GetBuffer(objs[1], &c->views[1], PyBUF_SIMPLE) < 0) return -1;
+            n[1] = c->views[1].len;
+        } else if (int64s(objs[k], &c->views[k], &n[k]) < 0) {
+            return -1;
+        }
+    }
+    c->counts = c->views[0].buf;
+    c->values = c->kind == STRINGS ? NULL : c->views[1].buf;
+    c->blob = c->kind == STRINGS ? c->views[1].buf : NULL;
+    c->starts = c->views[2].buf, c->sizes = c->views[3].buf;
+    Py_ssize_t items = c->kind == VALUES ? n[1] : n[2], sum = 0, r = 0;
+    for (; n[0] == records && r < records; r++) {
+        if (c->counts[r] < 0 || c->counts[r] > items - sum) break; /* no sum that overflows */
+        sum += c->counts[r];
+    }
+    if (n[0] != records || r != records || sum != items || (c->kind != VALUES && n[3] != items)) {
+        PyErr_SetString(PyExc_ValueError, "a column's counts do not cover its values");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; c->kind != VALUES && i < items; i++) {
+        if (c->starts[i] < 0 || c->sizes[i] < 0 || c->starts[i] > n[1] ||
+            c->sizes[i] > n[1] - c->starts[i]) {
+            PyErr_SetString(PyExc_ValueError, "a slice or string outside its pool or blob");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A column's part of record r (its values from *at, then *at moved past them): the bytes of
+ * its values (varints, or strings with their heads). */
+static Py_ssize_t payload(const Column *c, Py_ssize_t r, Py_ssize_t *at) {
+    Py_ssize_t bytes = 0, end = *at + c->counts[r];
+    for (Py_ssize_t i = *at; i < end; i++) {
+        if (c->kind == VALUES) {
+            bytes += vsize((uint64_t)c->values[i]);
+        } else if (c->kind == SLICES) {
+            const int64_t *v = c->values + c->starts[i];
+            for (Py_ssize_t k = 0, m = c->sizes[i]; k < m; k++) bytes += vsize((uint64_t)v[k]);
+        } else {
+            bytes += 1 + vsize((uint64_t)c->sizes[i]) + c->sizes[i];
+        }
+    }
+    *at = end;
+    return bytes;
+}
+
+/* The Feature around a payload, and its map entry's whole size. */
+static Py_ssize_t feature_size(const Column *c, Py_ssize_t payload) {
+    Py_ssize_t listed = payload;
+    if (c->kind != STRINGS) listed = payload ? 1 + vsize((uint64_t)payload) + payload : 0;
+    return 1 + vsize((uint64_t)listed) + listed;
+}
+
+static Py_ssize_t entry_size(const Column *c, Py_ssize_t feature) {
+    Py_ssize_t entry = 2 + c->key_len + 1 + vsize((uint64_t)feature) + feature;
+    return 1 + vsize((uint64_t)entry) + entry;
+}
+
+static unsigned char *write_column(const Column *c, Py_ssize_t r, Py_ssize_t *at,
+                                   Py_ssize_t bytes, unsigned char *o) {
+    Py_ssize_t feature = feature_size(c, bytes);
+    *o++ = 0x0a;
+    o = put(o, (uint64_t)(2 + c->key_len + 1 + vsize((uint64_t)feature) + feature));
+    *o++ = 0x0a;
+    *o++ = (unsigned char)c->key_len;
+    memcpy(o, c->key, (size_t)c->key_len);
+    o += c->key_len;
+    *o++ = 0x12;
+    o = put(o, (uint64_t)feature);
+    Py_ssize_t end = *at + c->counts[r];
+    if (c->kind == STRINGS) {
+        *o++ = 0x0a;
+        o = put(o, (uint64_t)bytes);
+        for (Py_ssize_t i = *at; i < end; i++) {
+            *o++ = 0x0a;
+            o = put(o, (uint64_t)c->sizes[i]);
+            memcpy(o, c->blob + c->starts[i], (size_t)c->sizes[i]);
+            o += c->sizes[i];
+        }
+    } else {
+        Py_ssize_t listed = bytes ? 1 + vsize((uint64_t)bytes) + bytes : 0;
+        *o++ = 0x1a;
+        o = put(o, (uint64_t)listed);
+        if (bytes) {
+            *o++ = 0x0a;
+            o = put(o, (uint64_t)bytes);
+        }
+        if (c->kind == VALUES) /* (a stray byte past the last varint: the frame's CRC's) */
+            o = put_ids(o, c->values + *at, end - *at, 0, 0, NULL);
+        for (Py_ssize_t i = *at; c->kind == SLICES && i < end; i++)
+            o = put_ids(o, c->values + c->starts[i], c->sizes[i], 0, 0, NULL);
+    }
+    *at = end;
+    return o;
+}
+
+static PyObject *serialize(PyObject *self, PyObject *args) {
+    PyObject *specs, *shards_obj, *held = NULL, *framed = NULL, *result = NULL;
+    PyObject *ends_obj = NULL, *counts_obj = NULL;
+    Py_ssize_t records, count, cols = 0, n = 0;
+    if (!PyArg_ParseTuple(args, "OnOn", &specs, &records, &shards_obj, &count)) return NULL;
+    Py_buffer shards_view = {0};
+    Column *c = NULL;
+    Py_ssize_t *bytes = NULL, *at = NULL, *offset = NULL;
+    if (records < 0 || count < 1 || !(held = PySequence_Tuple(specs))) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "records, count");
         return NULL;
-    Py_buffer ids = {0}, sizes = {0}, labels = {0}, blocks = {0};
-    Py_buffer before = {0}, after = {0}, starts = {0};
-    PyObject *held = NULL, *result = NULL;
-    Job job = {0};
-    Py_ssize_t id_count, n = 0;
-    if (int64s(ids_obj, &ids, &id_count) < 0) return NULL;
-    if (int64s(sizes_obj, &sizes, &job.docs) < 0) goto done;
-    if (labels_obj != Py_None && int64s(labels_obj, &labels, &n) < 0) goto done;
-    if (labels.obj && n != job.docs) {
-        PyErr_SetString(PyExc_ValueError, "one label a document");
+    }
+    cols = PyTuple_GET_SIZE(held);
+    c = PyMem_Calloc((size_t)cols + 1, sizeof(Column));
+    at = PyMem_Calloc((size_t)cols + 1, sizeof(Py_ssize_t));
+    bytes = PyMem_Malloc(sizeof(Py_ssize_t) * ((size_t)(records * cols) + 1));
+    offset = PyMem_Malloc(sizeof(Py_ssize_t) * ((size_t)records + 1));
+    ends_obj = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    counts_obj = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    if (!c || !at || !bytes || !offset || !ends_obj || !counts_obj) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;
     }
-    job.records = job.docs;
-    if (blocks_obj != Py_None && int64s(blocks_obj, &blocks, &job.records) < 0) goto done;
-    if (before_obj != Py_None && int64s(before_obj, &before, &job.n_before) < 0) goto done;
-    if (after_obj != Py_None && int64s(after_obj, &after, &job.n_after) < 0) goto done;
-    if (starts_obj != Py_None && int64s(starts_obj, &starts, &n) < 0) goto done;
-    if (starts.obj && n != job.docs) {
-        PyErr_SetString(PyExc_ValueError, "one start a document");
+    for (Py_ssize_t k = 0; k < cols; k++)
+        if (column(PyTuple_GET_ITEM(held, k), records, &c[k]) < 0) goto done;
+    if (int64s(shards_obj, &shards_view, &n) < 0) goto done;
+    const int64_t *shard = shards_view.buf;
+    Py_ssize_t r = 0;
+    for (; n == records && r < records && shard[r] >= 0 && shard[r] < count; r++) {}
+    if (n != records || r != records) {
+        PyErr_SetString(PyExc_ValueError, "one shard a record, each below count");
         goto done;
     }
-    held = PySequence_Tuple(names_obj); /* keeps every name alive while the GIL is released */
-    if (!held) goto done;
-    if (PyTuple_GET_SIZE(held) != job.docs) {
-        PyErr_SetString(PyExc_ValueError, "one doc_id a document");
-        goto done;
-    }
-    job.ids = ids.buf;
-    job.sizes = sizes.buf;
-    job.labels = labels.obj ? labels.buf : NULL;
-    const int64_t *per_record = blocks.obj ? blocks.buf : NULL;
-    job.before = before.obj ? before.buf : NULL;
-    job.after = after.obj ? after.buf : NULL;
-    job.specials_bytes = feedgpu_specials_bytes(&job);
-    job.names = PyMem_Malloc(sizeof(char *) * (job.docs + 1));
-    job.name_sizes = PyMem_Malloc(sizeof(Py_ssize_t) * (job.docs + 1));
-    job.starts = PyMem_Malloc(sizeof(Py_ssize_t) * (job.docs + 1));
-    job.first_doc = PyMem_Malloc(sizeof(Py_ssize_t) * (job.records + 1));
-    job.plans = PyMem_Malloc(sizeof(Plan) * (job.records + 1));
-    job.out = PyMem_Malloc(sizeof(unsigned char *) * (job.records + 1));
-    if (!job.names || !job.name_sizes || !job.starts || !job.first_doc || !job.plans ||
-        !job.out) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t d = 0; d < job.docs; d++) {
-        PyObject *name = PyTuple_GET_ITEM(held, d);
-        if (PyBytes_Check(name)) {
-            job.names[d] = PyBytes_AS_STRING(name);
-            job.name_sizes[d] = PyBytes_GET_SIZE(name);
-        } else if (!(job.names[d] = PyUnicode_AsUTF8AndSize(name, &job.name_sizes[d]))) {
-            goto done;
-        }
-    }
-    /* Each document's own ids, and each record's documents: checked here, so the loops below
-     * cannot overrun. Without starts, the documents' own ids follow each other in ids. */
-    Py_ssize_t doc = 0, at = 0;
-    for (Py_ssize_t d = 0; d < job.docs; d++) {
-        Py_ssize_t start = starts.obj ? ((const int64_t *)starts.buf)[d] : at;
-        if (job.sizes[d] < job.n_before + job.n_after) {
-            PyErr_SetString(PyExc_ValueError,
-                            "a negative document size, or one under its special ids");
-            goto done;
-        }
-        if (start < 0 || start > id_count || own(&job, d) > id_count - start) {
-            PyErr_SetString(PyExc_ValueError, "sizes do not cover the ids");
-            goto done;
-        }
-        job.starts[d] = start;
-        at = start + own(&job, d);
-    }
-    if (!starts.obj && at != id_count) {
-        PyErr_SetString(PyExc_ValueError, "sizes do not cover the ids");
-        goto done;
-    }
-    for (Py_ssize_t r = 0; r < job.records; r++) {
-        Py_ssize_t take = per_record ? per_record[r] : 1;
-        if (take < 1 || take > job.docs - doc) { /* no sum that could overflow */
-            PyErr_SetString(PyExc_ValueError, "blocks do not cover the documents");
-            goto done;
-        }
-        job.first_doc[r] = doc;
-        doc += take;
-    }
-    if (doc != job.docs) {
-        PyErr_SetString(PyExc_ValueError, "blocks do not cover the documents");
-        goto done;
-    }
-    job.first_doc[job.records] = doc;
+    int64_t *ends = (int64_t *)PyBytes_AS_STRING(ends_obj);
+    int64_t *per_shard = (int64_t *)PyBytes_AS_STRING(counts_obj);
+    Py_ssize_t total = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t r = 0; r < job.records; r++) feedgpu_plan_record(&job, r);
-    Py_END_ALLOW_THREADS
-    result = PyList_New(job.records);
-    if (!result) goto done;
-    for (Py_ssize_t r = 0; r < job.records; r++) {
-        PyObject *record = PyBytes_FromStringAndSize(NULL, job.plans[r].size);
-        if (!record) {
-            Py_CLEAR(result);
-            goto done;
+    memset(ends, 0, sizeof(int64_t) * (size_t)count);
+    memset(per_shard, 0, sizeof(int64_t) * (size_t)count);
+    for (Py_ssize_t r = 0; r < records; r++) { /* each record's size: its frame's */
+        Py_ssize_t size = 0;
+        for (Py_ssize_t k = 0; k < cols; k++) {
+            bytes[r * cols + k] = payload(&c[k], r, &at[k]);
+            size += entry_size(&c[k], feature_size(&c[k], bytes[r * cols + k]));
         }
-        job.out[r] = (unsigned char *)PyBytes_AS_STRING(record);
-        PyList_SET_ITEM(result, r, record);
+        offset[r] = size; /* its features' bytes */
+        ends[shard[r]] += 1 + vsize((uint64_t)size) + size + 16;
+        per_shard[shard[r]]++;
     }
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t r = 0; r < job.records; r++) feedgpu_write_record(&job, r);
+    for (Py_ssize_t s = 0; s < count; s++) { /* each group's start, for now */
+        Py_ssize_t size = ends[s];
+        ends[s] = total;
+        total += size;
+    }
     Py_END_ALLOW_THREADS
+    if (!(framed = PyBytes_FromStringAndSize(NULL, total))) goto done;
+    unsigned char *base = (unsigned char *)PyBytes_AS_STRING(framed);
+    Py_BEGIN_ALLOW_THREADS
+    memset(at, 0, sizeof(Py_ssize_t) * (size_t)cols);
+    for (Py_ssize_t r = 0; r < records; r++) {
+        Py_ssize_t features = offset[r], start = ends[shard[r]];
+        Py_ssize_t size = 1 + vsize((uint64_t)features) + features;
+        unsigned char *o = base + start + 12;
+        *o++ = 0x0a;
+        o = put(o, (uint64_t)features);
+        for (Py_ssize_t k = 0; k < cols; k++)
+            o = write_column(&c[k], r, &at[k], bytes[r * cols + k], o);
+        feedgpu_frame_at(base + start, (size_t)size);
+        ends[shard[r]] += size + 16;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("OOO", framed, ends_obj, counts_obj);
 done:
-    feedgpu_job_free(&job);
+    for (Py_ssize_t k = 0; c && k < cols; k++)
+        for (int v = 0; v < 4; v++)
+            if (c[k].views[v].obj) PyBuffer_Release(&c[k].views[v]);
+    if (shards_view.obj) PyBuffer_Release(&shards_view);
+    PyMem_Free(c);
+    PyMem_Free(at);
+    PyMem_Free(bytes);
+    PyMem_Free(offset);
+    Py_XDECREF(framed);
+    Py_XDECREF(ends_obj);
+    Py_XDECREF(counts_obj);
     Py_XDECREF(held);
-    if (ids.obj) PyBuffer_Release(&ids);
-    if (sizes.obj) PyBuffer_Release(&sizes);
-    if (labels.obj) PyBuffer_Release(&labels);
-    if (blocks.obj) PyBuffer_Release(&blocks);
-    if (before.obj) PyBuffer_Release(&before);
-    if (after.obj) PyBuffer_Release(&after);
-    if (starts.obj) PyBuffer_Release(&starts);
     return result;
 }
 
 static PyMethodDef methods[] = {
-    {"examples", examples, METH_VARARGS,
-     "examples(ids, sizes, doc_ids, labels, per_record[, before, after, starts]) -> list of "
-     "serialized Examples: ids and sizes (ids per document, as stored) int64 buffers, doc_ids "
-     "str or bytes, labels an int64 buffer or None, per_record (documents a record holds) an "
-     "int64 buffer or None (one each); before and after, int64 buffers or None, the special "
-     "ids around each document's own; starts, an int64 buffer or None, where each document's "
-     "own ids (its size less the special ids) begin in ids (None: one after another, all of "
-     "ids)."},
-    {"shard_records", feedgpu_shard_records, METH_VARARGS,
-     "shard_records(ids, lengths, numbers, prefixes, runs, before, after, budget, unk_id, "
-     "per_record, record_ids, record_docs, k0, k1, count) -> (framed, ends, counts, (start, "
-     "stop), doc_shard, full, unknown, stored): the records of documents named prefix + number "
-     "(runs: documents per prefix), framed and grouped by shard (ends, counts: int64 bytes per "
-     "shard), the first record's span in framed, and int64 bytes per document (framed.py)."},
+    {"serialize", serialize, METH_VARARGS,
+     "serialize(columns, records, shards, count) -> (framed, ends, counts): records tf.train."
+     "Examples, framed as TFRecords and grouped by shard (shards: an int64 buffer, one below "
+     "count a record), groups in shard order, records in order within; ends and counts: int64 "
+     "bytes, each shard's group's end in framed and its records. columns, in key order: (key, "
+     "0, counts, values) int64 values; (key, 1, counts, pool, starts, sizes) int64 values "
+     "gathered from slices of pool; (key, 2, counts, blob, starts, sizes) byte strings of "
+     "blob; counts: per record, its values, slices or strings."},
     {"numbered", feedgpu_numbered, METH_VARARGS,
-     "numbered(prefix, numbers) -> list of str: prefix followed by each number (an int64 "
-     "buffer) in decimal."},
-    {"frame", feedgpu_frame, METH_VARARGS,
-     "frame(records) -> bytes: the records (bytes) framed as TFRecords, one after another."},
+     "numbered(prefix, numbers) -> (blob, sizes): prefix (bytes) followed by each number (an "
+     "int64 buffer) in decimal, one after another, and each one's size (int64 bytes)."},
     {"line_ends", feedgpu_line_ends, METH_VARARGS,
      "line_ends(data, size=-1) -> bytes: int64 offsets into data (bytes), 0 then each line's "
      "end (after each newline, and the end if its last line has none), of data[:size] (of all "
      "of data for a negative size)."},
     {"route", feedgpu_route, METH_VARARGS,
-     "route(ids, k0, k1, buckets) -> bytes: uint64 SipHash-2-4 of each id (str as UTF-8, or "
-     "bytes) under the key (k0, k1), modulo buckets: tf.strings.to_hash_bucket_strong's."},
+     "route(blob, starts, sizes, k0, k1, buckets) -> bytes: uint64 SipHash-2-4 of each string "
+     "of blob under the key (k0, k1), modulo buckets: tf.strings.to_hash_bucket_strong's."},
     {"crc32c", feedgpu_crc32c, METH_VARARGS,
      "crc32c(data, hardware) -> int: CRC32C of data, by the CPU's instruction where it has one "
      "and hardware is true, else by tables (for tests of both)."},

@@ -1,6 +1,4 @@
-/* Varints (protobuf's base-128 integers) as records store ids: what both compiled steps write,
- * the records' (_example_wire.c) and the JSON lines' (_json_lines.c, which writes a batch's
- * ids straight as varints where its records are framed in one call). */
+/* Varints (protobuf's base-128 integers) as records store ids (_records.c). */
 #ifndef FEEDGPU_VARINTS_H
 #define FEEDGPU_VARINTS_H
 
@@ -34,9 +32,9 @@ static inline unsigned char *put(unsigned char *p, uint64_t v) {
 
 /* ids' varints, those under 2^14 (a vocabulary's) without a branch on their size: both bytes
  * written, the second kept only when needed. It may write one byte past the last varint (into
- * what its caller writes next: a record's next field, or the next document's varints, or the
- * byte of room after them). With count, adds how many are unk to *hits in the same pass;
- * inlined, the loop without count has no compare. */
+ * what its caller writes next: a record's next field, or its frame's CRC). With count, adds
+ * how many are unk to *hits in the same pass; inlined, the loop without count has no
+ * compare. */
 static inline unsigned char *put_ids(unsigned char *p, const int64_t *v, ptrdiff_t n, int count,
                                      int64_t unk, int64_t *hits) {
     int64_t found = 0;

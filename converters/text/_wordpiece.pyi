@@ -15,5 +15,4 @@ def lines(
     ends: Any,
     field: bytes,
     tokens: Sequence[bytes],
-    unk: int | None = None,
-) -> tuple[bytes, ...]: ...
+) -> tuple[bytes, bytes, bytes, bytes]: ...

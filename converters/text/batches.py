@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from feedgpu.convert.plan import Skip
 from feedgpu.converters.listing import check_strict, hash_split
-from feedgpu.converters.text.native import native_module
-from feedgpu.converters.text.plain_wordpiece import LineIds, Varints
+from feedgpu.converters.text.names import Names
+from feedgpu.converters.text.plain_wordpiece import LineIds
 from feedgpu.converters.text.raw_lines import RawLines
+from feedgpu.converters.text.records import Tokenized
 from feedgpu.converters.text.sources import (
     Document,
     DocumentBlock,
@@ -59,14 +60,12 @@ class Batch:
     raw: list[tuple[RawLines, int, int, str | None]] = field(default_factory=list)
     lines: int = 0  # raw lines
     chars: int = 0  # of its texts, or bytes of its lines: what filled it, not kept after
-    # Parsed and tokenized at once (`LineIds`): every document's ids concatenated (int64
-    # numpy, or `Varints`) and counts (int64 numpy), and which documents' texts are in `texts`
-    # to tokenize, their counts 0 until then (`ids`). None: every text is in
-    # `texts`.
-    tokenized: tuple[Any, Any, list[int]] | None = None
+    # Parsed and tokenized at once (`LineIds`): every document's ids concatenated and counts
+    # (int64 numpy), and which documents' texts are in `texts` to tokenize, their counts 0
+    # until then (`ids`). None: every text is in `texts`.
+    step_ids: tuple[Any, Any, list[int]] | None = None
     # Documents named by their line ("file:line" of a JSONL file) whose names are not made
-    # yet, in runs of (prefix, line numbers: int64 numpy), before any of doc_ids: the compiled
-    # records step (`framed`) makes them itself; `names` makes them in Python.
+    # yet, in runs of (prefix, line numbers: int64 numpy), before any of doc_ids (`names`).
     runs: list[tuple[str, Any]] = field(default_factory=list)
     in_runs: int = 0
     limit: int = BATCH_CHARS  # its chars (`iter_batches`)
@@ -77,13 +76,20 @@ class Batch:
     def full(self) -> bool:
         return len(self) + self.lines >= BATCH_DOCS or self.chars >= self.limit
 
-    def names(self) -> list[str]:
-        """Every document's id, in order (`runs`' made now)."""
-        if self.runs:
-            made = [name for prefix, lines in self.runs for name in numbered(prefix, lines)]
-            self.doc_ids = made + self.doc_ids
-            self.runs, self.in_runs = [], 0
-        return self.doc_ids
+    def names(self) -> Names:
+        """Every document's name, in order."""
+        parts = [Names.numbered(prefix, lines) for prefix, lines in self.runs]
+        return Names.join([*parts, Names.of(self.doc_ids)])
+
+    def tokenized(self, tokenize: Callable[[list[str]], tuple[Any, Any]]) -> Tokenized:
+        """The batch as tokenized (`ids`)."""
+        import numpy as np
+
+        ids, lengths = self.ids(tokenize)
+        labels = None
+        if self.labels and self.labels[0] is not None:  # a labelled dataset: every one has one
+            labels = np.array(self.labels, np.int64)
+        return Tokenized(ids, lengths, self.names(), self.splits, labels)
 
     def add(self, doc: Document, split: str, label: int | None) -> None:
         self.doc_ids.append(doc.doc_id)
@@ -104,11 +110,9 @@ class Batch:
         fractions: dict[str, float],
         strict: bool,
         line_ids: LineIds | None = None,
-        unk: int | None = None,
     ) -> list[Skip]:
         """The raw lines' documents into the columns (unlabelled); their skips. With
-        line_ids, the lines it takes are tokenized as they are parsed (`tokenized`); with
-        unk too (the unknown token's id), as `Varints` where no line is left to Python.
+        line_ids, the lines it takes are tokenized as they are parsed (`step_ids`).
 
         Raises:
             InputError: a skip under --strict.
@@ -118,7 +122,7 @@ class Batch:
         todo: list[int] = []
         for raw, start, end, split in self.raw:
             if line_ids is not None:
-                ids = line_ids(raw.data, raw.ends[start : end + 1], unk)
+                ids = line_ids(raw.data, raw.ends[start : end + 1])
                 parts.append(self._add_tokenized(raw, start, ids, split, fractions, read, todo))
                 skips += parts[-1][2]
                 check_strict(skips, strict)
@@ -139,29 +143,23 @@ class Batch:
                 else:
                     self.add(found, split or hash_split(found.doc_id, fractions), None)
         if len(parts) == 1:
-            self.tokenized = (parts[0][0], parts[0][1], todo)
+            self.step_ids = (parts[0][0], parts[0][1], todo)
         elif parts:
             import numpy as np
 
-            runs = [p[0] for p in parts]
-            values: Any
-            if all(isinstance(v, Varints) for v in runs):
-                values = Varints.join(runs)
-            else:  # a run's lines were left to Python: ids as int64, to insert theirs
-                values = np.concatenate([v.ids() if isinstance(v, Varints) else v for v in runs])
-            self.tokenized = (values, np.concatenate([p[1] for p in parts]), todo)
+            values = np.concatenate([p[0] for p in parts])
+            self.step_ids = (values, np.concatenate([p[1] for p in parts]), todo)
         self.raw, self.lines = [], 0
         return skips
 
     def ids(self, tokenize: Callable[[list[str]], tuple[Any, Any]]) -> tuple[Any, Any]:
         """Every document's ids concatenated, and each one's count (int64 numpy): those
-        `parse` tokenized, with tokenize's of the texts left to it. The ids are `Varints`
-        where parse was given unk and left no text."""
-        if self.tokenized is None:
+        `parse` tokenized, with tokenize's of the texts left to it."""
+        if self.step_ids is None:
             return tokenize(self.texts)
         import numpy as np
 
-        values, lengths, todo = self.tokenized
+        values, lengths, todo = self.step_ids
         if not todo:
             return values, lengths
         more, sizes = tokenize(self.texts)
@@ -194,8 +192,6 @@ class Batch:
         skips: list[Skip] = []
         if len(left):
             skips, kept = _parse_left(raw, start, left.tolist(), read)
-            if kept and isinstance(values, Varints):  # their ids are inserted as int64
-                values = values.ids()
             at = np.searchsorted(taken, [line for line, _ in kept]).astype(np.int64)
             lines = np.insert(taken, at, [line for line, _ in kept])
             lengths = np.insert(lengths, at, 0)
@@ -207,8 +203,8 @@ class Batch:
             self.in_runs += len(lines)
             self.splits += [split] * len(lines)
         else:  # named now: a batch's names in order, or each one's split by their hash
-            doc_ids = numbered(prefix, lines)
-            self.names().extend(doc_ids)
+            doc_ids = Names.numbered(prefix, lines).strings()
+            self.doc_ids += doc_ids
             self.splits += (
                 [split] * len(doc_ids) if split else [hash_split(d, fractions) for d in doc_ids]
             )
@@ -232,16 +228,6 @@ def _parse_left(
         elif found is not None:
             kept.append((line, found.text))
     return skips, kept
-
-
-def numbered(prefix: str, numbers: Any) -> list[str]:
-    """Documents' ids: prefix and each number (int64 numpy). By the compiled step where built:
-    in Python they were a tenth of a short-document conversion's Python (benchmarks/
-    RESULTS.md, "Issue 29, sixth session")."""
-    step = native_module("_records")
-    if step is not None:
-        return step.numbered(prefix, numbers)
-    return list(map(prefix.__add__, map(str, numbers.tolist())))
 
 
 @dataclass(frozen=True)

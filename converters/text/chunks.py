@@ -27,19 +27,19 @@ from feedgpu.convert.commit import WORK_DIR, Progress
 from feedgpu.convert.execute import ShardStage, StageOutput
 from feedgpu.convert.plan import DatasetPlan, ShardTask, Skip
 from feedgpu.convert.run_options import RunOptions
-from feedgpu.converters.text.batch_records import BatchRecords
 from feedgpu.converters.text.batches import Batch, Labels, iter_batches
 from feedgpu.converters.text.chunk_batches import ChunkBatches, run_batches
-from feedgpu.converters.text.examples import ExampleBuilder, flat_ids, route_key
+from feedgpu.converters.text.names import route_key
 from feedgpu.converters.text.parity import compare_paths
 from feedgpu.converters.text.pieces import (
     ChunkWriter,
     PieceShardBody,
-    Windows,
     length_summary,
     piece_key,
     text_statistics,
 )
+from feedgpu.converters.text.plain_wordpiece import flat_ids
+from feedgpu.converters.text.records import Packer, RecordMaker
 from feedgpu.converters.text.shard_files import ShardFiles
 from feedgpu.converters.text.tokenizer import TextTokenizer
 from feedgpu.errors import InputError
@@ -78,20 +78,19 @@ class TextRunner(ShardStage):
         self.tok, self.options = tokenizer, options
         self.labels = Labels(fractions, {name: i for i, name in enumerate(plan.label_names)})
         before, after = (list(ids) for ids in plan.tokenizer.special_ids)
-        windows = Windows(before, after, options.max_length, options.stride, tokenizer.unk_id)
-        examples = None  # one example per document: built in bulk
-        if options.stride is None and options.pack is None:
-            examples = ExampleBuilder(
-                before,
-                after,
-                options.max_length,
-                tokenizer.unk_id,
-                bool(plan.label_names),
-                options.docs_per_record if options.blocks else 1,
-            )
-        self.records = BatchRecords(examples, windows, route_key(options.seed), shard_counts)
+        self.records = RecordMaker(
+            shard_counts,
+            route_key(options.seed),
+            before,
+            after,
+            options.max_length,
+            options.stride,
+            options.docs_per_record if options.blocks else 1,
+            tokenizer.unk_id,
+        )
+        self.names = [piece_key(s, i) for s, n in shard_counts.items() for i in range(n)]
         self.work = storage.join(plan.out_dir, WORK_DIR)
-        self.schema = plan.schema  # the in-graph examples are checked against it too
+        self.schema = plan.schema
         self.tokenizer_info = plan.tokenizer
         self.pad_id = plan.tokenizer.pad_id
         # Optimistic until the parity check says otherwise (`_run_chunk` redoes what it must).
@@ -127,20 +126,21 @@ class TextRunner(ShardStage):
         self.use_fast = self.parity["road"] == "compiled"
 
     def _encode(self, batch: Batch, fast: bool, strict: bool) -> tuple[list[Skip], Any]:
-        """A batch's skips (of lines it parses first), and its tokens and each document's
-        shard; or, when each document makes exactly one example, its records (of a document
-        or a block) and each record's shard (None without documents).
+        """A batch's skips (of lines it parses first), and its records (`RecordMaker`'s
+        `Made`; with --pack, what `ChunkWriter.pack` takes), or None without documents.
 
-        Runs on a worker thread: the steps are graph calls (or HF's), mostly without the GIL.
+        Runs on a worker thread: the compiled steps (or HF's) run without the GIL.
         """
         line_ids = self.tok.line_ids(self.options.read.text_field) if fast else None
-        unk = self.records.varints_unk(batch) if line_ids is not None else None
-        skips = batch.parse(self.options.read, self.labels.fractions, strict, line_ids, unk)
-        return skips, self._encode_documents(batch, fast) if len(batch) else None
-
-    def _encode_documents(self, batch: Batch, fast: bool) -> Any:
-        values, lengths = batch.ids(lambda texts: self._tokenize(texts, fast))
-        return self.records.encode(batch, values, lengths)
+        skips = batch.parse(self.options.read, self.labels.fractions, strict, line_ids)
+        if not len(batch):
+            return skips, None
+        tokenized = batch.tokenized(lambda texts: self._tokenize(texts, fast))
+        if self.options.pack is not None:
+            return skips, self.records.packed(tokenized)
+        if self.options.stride is not None:
+            return skips, self.records.windows(tokenized)
+        return skips, self.records.documents(tokenized)
 
     def run_chunk(self, index: int, on_progress: Progress, run: RunOptions) -> dict[str, Any]:
         """Tokenize one chunk (a Beam worker's): `_run_chunk` on threads of its own."""
@@ -187,7 +187,9 @@ class TextRunner(ShardStage):
             folder = f"chunk-{index:05d}.{os.getpid()}-{uuid.uuid4().hex[:8]}"
             storage.makedirs(storage.join(self.work, folder))
         tmp = storage.join(self.work, folder or "")  # ChunkWriter's folder: unused with files
-        writer = ChunkWriter(tmp, self.options.pack, self.pad_id, self.schema, self._files)
+        pack = self.options.pack
+        packer = None if pack is None else Packer(pack, self.pad_id, len(self.names))
+        writer = ChunkWriter(tmp, self.names, packer, self._files)
         reading = reading or self._reading(index, run.strict)
         reported = [0, 0]  # documents and tokens shown by the progress bar, for a redo
 
@@ -196,7 +198,7 @@ class TextRunner(ShardStage):
             return pool.submit(self._encode, batch, fast, run.strict), fast
 
         def emit(batch: Batch, encoded: Any) -> None:
-            tokens = self.records.emit(writer, batch, encoded)
+            tokens = writer.pack(*encoded) if packer else writer.put(encoded)
             reported[0] += len(batch)
             reported[1] += tokens
             on_progress(len(batch), tokens)

@@ -29,9 +29,9 @@ from feedgpu.converters.listing import (
     sort_labels,
     split_folders,
 )
-from feedgpu.converters.text.blocks import SAMPLE_DOCUMENTS, SHORT_IDS, choose_per_record
 from feedgpu.converters.text.chunks import TextRunner
 from feedgpu.converters.text.options import TextOptions, TextSource
+from feedgpu.converters.text.records import SAMPLE_DOCUMENTS, SHORT_IDS, choose_per_record
 from feedgpu.converters.text.sources import (
     Document,
     ReadOptions,

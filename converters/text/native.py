@@ -2,11 +2,10 @@
 
 Two small C extensions, built by setup.py: `_wordpiece` (WordPiece ids of texts, characters
 beyond ASCII by a table of HF's answers, and of JSON lines parsed in the same pass:
-`plain_wordpiece`, `char_table`) and `_records` (serialized examples: `examples`; a batch of
-JSON lines' records named, routed, built and framed by shard in one call: `framed`;
-documents' ids: `batches.numbered`; their shards: `examples.route`; TFRecord framing:
-`pieces`; line bounds: `raw_lines`). Each gives the same bytes as the Python reference it
-replaces (HF's ids, `format.records`), faster (benchmarks/RESULTS.md, "Text conversion").
+`plain_wordpiece`, `char_table`) and `_records` (a batch's records serialized and framed by
+shard in one call: `records`; documents' names and their shards: `names`; line bounds:
+`raw_lines`). Each gives the same bytes as the Python reference it replaces (HF's ids,
+`format.records`), faster (benchmarks/RESULTS.md, "Text conversion").
 Without a C compiler at install the package installs without them, HF tokenizes every text
 and the run says so (`TextTokenizer.road`); FEEDGPU_NO_NATIVE=1 does the same, for comparing
 or ruling them out.

@@ -17,8 +17,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from feedgpu import storage
-from feedgpu.converters.text.examples import per_text_ids
 from feedgpu.converters.text.options import TextSource
+from feedgpu.converters.text.plain_wordpiece import per_text_ids
 from feedgpu.converters.text.sources import (
     Document,
     ReadOptions,

@@ -2,66 +2,26 @@
 
 Most of a real corpus is plain text (printable ASCII, tab, CR, LF). For it BERT's normaliser
 is at most ASCII lowercasing and its pre-tokenizer a split at whitespace and punctuation, so
-the ids come straight from the texts' bytes, without the GIL, at several times
-tensorflow-text's speed: that op also makes every token's string and offsets, which nobody
-reads, and needs the texts copied into a tensor first (benchmarks/RESULTS.md, "Issue 29, fifth
-session"). Characters beyond ASCII are looked up in a table learned from HF as they turn up
-(`char_table`); a chunk between ASCII whitespace holding one the table lacks (or cannot hold)
-is left to tensorflow-text and HF, as before.
-
-Where the step is not built, or FEEDGPU_NO_NATIVE=1 is set, tensorflow-text takes every text
-(`native`).
+the ids come straight from the texts' bytes, without the GIL (benchmarks/RESULTS.md, "Text
+conversion"). Characters beyond ASCII are looked up in a table learned from HF as they turn
+up (`char_table`); a chunk between ASCII whitespace holding one the table lacks (or cannot
+hold) is left to HF. Where the step is not built, or FEEDGPU_NO_NATIVE=1 is set, HF takes
+every text (`native`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from feedgpu.converters.text.char_table import CharTable, Entry
-from feedgpu.converters.text.examples import per_text_ids, splice_ids
-from feedgpu.format.records import packed_varints
 
 # A run of JSON lines parsed and tokenized at once (`PlainWordPiece.lines_of`, its field and
-# triggers given), from bytes and their lines' bounds (line i is data[ends[i]:ends[i + 1]],
-# `raw_lines.RawLines`), and optionally the unknown token's id: the ids of the documents it
-# took (int64 numpy, or with that id, `Varints`), their counts, which lines they are, and the
-# lines it left to the caller (int64 numpy).
+# added tokens given), from bytes and their lines' bounds (line i is data[ends[i]:ends[i + 1]],
+# `raw_lines.RawLines`): the ids of the documents it took, their counts, which lines they are,
+# and the lines it left to the caller (int64 numpy).
 LineIds = Callable[..., tuple[Any, Any, Any, Any]]
-
-
-@dataclass(frozen=True)
-class Varints:
-    """Documents' ids as records store them, each one's varints concatenated (data), with
-    their bytes and unknown ids each (sizes, unknown: int64 numpy): the JSON-lines step's,
-    where the records are framed from them (`framed`). Made straight from each document's
-    ids while they are in cache, a batch's ids are never int64 in memory: no 8 bytes an id,
-    no copy of them out of the step, no varint pass over them (a short conversion's CPU
-    0.579-0.590 -> 0.562-0.581 s; benchmarks/RESULTS.md, "Issue 29, eleventh session")."""
-
-    data: bytes
-    sizes: Any
-    unknown: Any
-
-    def ids(self) -> Any:
-        """The ids, int64 numpy (for a batch that takes another path after all)."""
-        import numpy as np
-
-        return packed_varints(self.data).astype(np.int64)
-
-    @staticmethod
-    def join(parts: Sequence[Varints]) -> Varints:
-        import numpy as np
-
-        if len(parts) == 1:
-            return parts[0]
-        return Varints(
-            b"".join(p.data for p in parts),
-            np.concatenate([p.sizes for p in parts]),
-            np.concatenate([p.unknown for p in parts]),
-        )
 
 
 class PlainWordPiece:
@@ -139,14 +99,14 @@ class PlainWordPiece:
         self, field: str, tokens: Sequence[str] = (), beyond_ascii: bool = True
     ) -> LineIds | None:
         """JSON lines parsed and tokenized at once, for one text field and one set of added
-        tokens (encoded once for every batch): a function of a block's bytes, its lines'
-        bounds and optionally the unknown token's id (`LineIds`) that tokenizes, in one pass
-        without the GIL, the documents that are certain and covered (`_json_line.h`: valid
-        JSON objects whose text field is a non-blank string of plain text and characters the
-        table holds) and gives their ids concatenated (or with that id, as `Varints`), each
-        one's count, which lines they are, and which lines are left to the caller (any other
-        line but a blank one, texts that may hold one of tokens' texts, ignoring ASCII case,
-        and with beyond_ascii False, every text beyond ASCII), all int64 numpy. None for a
+        tokens (encoded once for every batch): a function of a block's bytes and its lines'
+        bounds (`LineIds`) that tokenizes, in one pass without the GIL, the documents that
+        are certain and covered (`_json_line.h`: valid JSON objects whose text field is a
+        non-blank string of plain text and characters the table holds) and gives their ids
+        concatenated, each one's count, which lines they are, and which lines are left to
+        the caller (any other line but a blank one, texts that may hold one of tokens' texts,
+        ignoring ASCII case, and with beyond_ascii False, every text beyond ASCII), all int64
+        numpy. None for a
         field no line can name as UTF-8 (a surrogate from undecodable arguments): Python's
         path reads those."""
         import numpy as np
@@ -157,12 +117,51 @@ class PlainWordPiece:
         except UnicodeEncodeError:
             return None
 
-        def ids(data: bytes, ends: Any, unk: int | None = None) -> tuple[Any, Any, Any, Any]:
+        def ids(data: bytes, ends: Any) -> tuple[Any, Any, Any, Any]:
             table = self._table() if beyond_ascii else None  # the latest, call by call
-            found = self._module.lines(self._vocab, table, data, ends, name, added, unk)
-            lengths, taken, left, *more = (np.frombuffer(part, np.int64) for part in found[1:])
-            if unk is None:
-                return np.frombuffer(found[0], np.int64), lengths, taken, left
-            return Varints(found[0], *more), lengths, taken, left
+            values, lengths, taken, left = self._module.lines(
+                self._vocab, table, data, ends, name, added
+            )
+            return (
+                np.frombuffer(values, np.int64),
+                np.frombuffer(lengths, np.int64),
+                np.frombuffer(taken, np.int64),
+                np.frombuffer(left, np.int64),
+            )
 
         return ids
+
+
+def flat_ids(per_text: Sequence[Any]) -> tuple[Any, Any]:
+    """Id lists as (their concatenation, their lengths), int64 numpy."""
+    import numpy as np
+
+    lengths = np.fromiter(map(len, per_text), np.int64, len(per_text))
+    if not per_text:
+        return np.zeros(0, np.int64), lengths
+    values = np.concatenate([np.asarray(ids, np.int64) for ids in per_text])
+    return values.astype(np.int64, copy=False), lengths
+
+
+def splice_ids(values: Any, lengths: Any, at: Sequence[int], replaced: Sequence[Any]) -> Any:
+    """Concatenated per-text ids (values, lengths) with texts `at` (ascending) given the ids
+    `replaced`: (values, lengths), int64 numpy; only the replaced texts are touched."""
+    import numpy as np
+
+    starts = (np.cumsum(lengths) - lengths).tolist()
+    old = lengths.tolist()
+    pieces, kept = [], 0
+    for i, ids in zip(at, replaced, strict=True):
+        pieces += [values[kept : starts[i]], np.asarray(ids, np.int64)]
+        kept = starts[i] + old[i]
+    pieces.append(values[kept:])
+    lengths = lengths.copy()
+    lengths[list(at)] = [len(ids) for ids in replaced]
+    return np.concatenate(pieces).astype(np.int64, copy=False), lengths
+
+
+def per_text_ids(values: Any, lengths: Any) -> list[Any]:
+    """The inverse of `flat_ids`: each text's ids, as views of the concatenation."""
+    import numpy as np
+
+    return np.split(values, np.cumsum(lengths)[:-1]) if len(lengths) else []

@@ -22,10 +22,9 @@ from typing import Any
 
 from feedgpu.converters.text.added_tokens import AddedTokens
 from feedgpu.converters.text.char_table import describer
-from feedgpu.converters.text.examples import flat_ids, splice_ids
 from feedgpu.converters.text.identity import content_hash
 from feedgpu.converters.text.native import NO_NATIVE_ENV, native_module
-from feedgpu.converters.text.plain_wordpiece import LineIds, PlainWordPiece
+from feedgpu.converters.text.plain_wordpiece import LineIds, PlainWordPiece, flat_ids, splice_ids
 from feedgpu.converters.text.tokenizer_spec import TokenizerSpec
 from feedgpu.errors import UsageError
 from feedgpu.format.manifest import PAD_TOKENS, pad_token_id
