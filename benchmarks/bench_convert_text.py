@@ -1,130 +1,96 @@
-"""How fast is `feedgpu convert text` against the fastest exact tokenizer and a plain converter?
+"""How fast is `feedgpu convert text`, per further MiB, against a plain script and against
+tokenizing in TensorFlow?
 
-Alternates, in one process on the same generated corpus (JSONL, Zipf-distributed words):
-  (a) ceiling: tensorflow-text FastBertTokenizer alone over every document, parallel tf.data
-      map on all cores, nothing written;
-  (b) plain: HF `encode_batch` in a loop, one `tf.train.Example` per document, one
-      `TFRecordWriter` (what a straightforward script does);
-  (c) ours: `convert_text` with the same vocab.txt.
-For WordPiece also (a'): the same graph called from a thread a core without tf.data;
-(a''): the tokenizer step ours runs (`TextTokenizer.ids`: plain texts by feedgpu's compiled
-step where built, the rest by tensorflow-text, doubtful texts redone), alone on threads; and
-(c'): ours with its compiled steps turned off (FEEDGPU_NO_NATIVE), for what they gain. Prints
-tokens/s (the corpus's tokens, no special tokens, for every contender) and the ratios last,
-each the median of the rounds' own: ours against the strongest of (a), (a') and (a'') at each
-length, the headline (target >= 0.7 at every length), with ours/(a) beside it, and ours/(b)
-(target >= 5). Ours runs as a vocabulary's first conversion: its tokenizer models built, not
-read from the cache; its corpus read from the page cache, as the others hold their documents
-in memory (`cached_corpus`: a host may have dropped it meanwhile). Ours and (a'') alternate:
-ours twice a round, (a'') twice at each of its two thread counts, each keeping its fastest
-(the (c) and (a'') columns); the other contenders run once, and ratios against them take ours'
-first run of the round, one try each.
-With `--bpe`, a byte-level BPE tokenizer.json: (a) is then HF `encode_batch` alone.
-Every contender runs after TensorFlow is imported (the CLI pays that import once, ~7 s,
-reported apart).
+For each length profile (--lengths: short ~45 tokens a document, medium ~320, long ~2,400,
+real ~220 in lines of punctuated sentences, markup: real text with brackets, tags, braces,
+hashes and pipes in at least a quarter of its documents, and markup-free: the same corpus
+with those characters removed) and for --pack 1024 (the real profile packed), one corpus of
+--large-mb whose first --small-mb is a corpus of its own:
 
-Each length profile (--lengths: short ~45 tokens a document, medium ~320, long ~2,400, real:
-~220 in lines of punctuated sentences) gets its own corpus and its own row.
+  (c) ours: `convert_text` on both, alternating, --rounds each; its rate is the marginal one,
+      the tokens between the two over the seconds between them, so start-up and every other
+      fixed cost fall out (TensorFlow imported before, as the CLI does);
+  (b) plain: what a straightforward script does, HF `encode_batch` in a loop, one
+      `tf.train.Example` a document, one `TFRecordWriter`;
+  (a') tensorflow-text's FastBertTokenizer (the best a user could run in TensorFlow) called
+      from a thread a core on batches of 512 texts, nothing written.
 
-Ratios rise with the corpus's size (by ~0.03 from 48 to 114 MiB with ours and (a'') alone,
-alternating; less than the benchmark's run-to-run noise): ours pays 13-24 ms a conversion in
-a quiet hour, whatever the size, which (a'') never pays: the tokenizer loaded and the layout's
-sample taken before the first batch, the shards made durable and the manifest written after
-the last. That is ~6-11% of ours' time at 50 MB; `--mb 120`, the size of issue 29's corpus of
-real dictionary entries, shows the rate a big corpus gets (benchmarks/RESULTS.md, "Issue 29,
-fifteenth session").
+(b) and (a') have no fixed cost worth the name (their tokenizers built before the clock), so
+their rates are measured on the first --ref-mb of the corpus, their documents in memory.
+Ours reads its corpus from the page cache (`cached_corpus`). Tokens are the documents' own,
+special tokens not counted, for every contender. Floors: ours at least 10x (b) and 1.5x (a')
+at every row, and the markup profile's rate within 15% of markup-free's.
 
-Usage: python benchmarks/bench_convert_text.py [--mb 50] [--rounds 3] [--lengths short,medium]
-       [--bpe]
+Usage: python benchmarks/bench_convert_text.py [--small-mb 120] [--large-mb 240] [--rounds 3]
+       [--lengths short,medium,long,real,markup,markup-free,pack] [--ref-mb 24]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import math
-import multiprocessing
 import os
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 
-from bench_data import (
-    LENGTHS,
-    cached_corpus,
-    disk_reads,
-    make_corpus,
-    step_batches,
-    train_tokenizer,
-)
+from bench_data import cached_corpus, disk_reads, make_corpus, train_tokenizer
 from text_reference import fast_bert
 
+PROFILES = ("short", "medium", "long", "real", "markup", "markup-free", "pack")
+PLAIN_FLOOR, THREADS_FLOOR, MARKUP_FLOOR = 10.0, 1.5, 0.85
 
-@dataclass(frozen=True)
-class TextBenchResult:
-    """Median tokens/s of each contender on one length profile, and the median of each round's
-    ratios: a round's contenders run back to back, so its ratio holds even when the shared
-    machine's speed drifts from round to round by more than the gap being measured.
 
-    Every rate counts the same tokens, the corpus's as the tokenizer gives them (no special
-    tokens): ours stores [CLS] and [SEP] too, which made its rate 1-5% higher than the work
-    done (4.8% on ~42-token documents).
-    """
-
+@dataclass
+class Row:
     profile: str
-    corpus_mb: float
     documents: int
-    tokens: int
-    tokenizer: str
-    ceiling_tok_s: float
+    tokens: int  # the large corpus's
+    small_s: float  # ours' medians
+    large_s: float
+    ours_tok_s: float  # marginal
     plain_tok_s: float
-    ours_tok_s: float
-    tf_import_s: float
-    ours_vs_ceiling: float  # ours/(a)
-    ours_vs_strongest: float  # ours/the fastest of (a), (a') and (a'') in the same round
-    ours_vs_plain: float  # ours/(b)
-    threads_tok_s: float | None = None  # the fast graph on threads, no tf.data (WordPiece)
-    step_tok_s: float | None = None  # ours' tokenizer step alone on threads (WordPiece)
-    ours_tf_tok_s: float | None = None  # (c'): ours without the compiled step (WordPiece)
-    ours_vs_tf: float | None = None  # ours/(c'): what the compiled step gains
+    threads_tok_s: float
+    ours_vs_plain: float
+    ours_vs_threads: float
 
 
-def run_ceiling(tokenizer, docs: list[str]) -> tuple[float, int]:
-    """Fast WordPiece in tf.data on all cores; for BPE, HF encode_batch alone (its own threads)."""
+def run_ours(src: str, out_dir: str, vocab: str, pack: int | None) -> float:
+    """Seconds `convert_text` takes, its corpus in the page cache."""
+    from feedgpu.converters.text.convert import TextOptions, convert_text
+
+    shutil.rmtree(out_dir, ignore_errors=True)
+    cached_corpus(src)
+    before = disk_reads()
+    start = time.perf_counter()
+    convert_text(src, out_dir, TextOptions(tokenizer=vocab, pack=pack), quiet=True)
+    seconds = time.perf_counter() - start
+    if disk_reads() - before >= 1 << 20:
+        print(f"ours: {(disk_reads() - before) >> 20} MB read from disk", file=sys.stderr)
+    return seconds
+
+
+def run_plain(tokenizer, docs: list[str], out_dir: str) -> float:
+    """(b)'s tokens/s."""
     import tensorflow as tf
 
-    if not tokenizer.fast_capable:
-        start = time.perf_counter()
-        tokens = sum(
-            len(e.ids)
-            for i in range(0, len(docs), 1000)
-            for e in tokenizer.hf.encode_batch(docs[i : i + 1000], add_special_tokens=False)
-        )
-        return tokens / (time.perf_counter() - start), tokens
-
-    fast = fast_bert(tokenizer)
-    # Its best: tf.data's autotuner off (measured here, with it on this map ran at 4.6-7.2 M
-    # tokens/s from run to run, with it off at 7.0-7.7; see PipelineSpec.autotune).
-    best = tf.data.Options()
-    best.autotune.enabled = False
+    tokens = 0
     start = time.perf_counter()
-    ds = tf.data.Dataset.from_tensor_slices(docs).batch(512)
-    ds = ds.map(lambda t: fast.tokenize(t).row_lengths(), num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.with_options(best)
-    tokens = sum(int(n.numpy().sum()) for n in ds.prefetch(tf.data.AUTOTUNE))
-    return tokens / (time.perf_counter() - start), tokens
+    with tf.io.TFRecordWriter(os.path.join(out_dir, "plain.tfrecord")) as writer:
+        for i in range(0, len(docs), 1000):
+            for enc in tokenizer.hf.encode_batch(docs[i : i + 1000], add_special_tokens=False):
+                tokens += len(enc.ids)
+                ids = tf.train.Feature(int64_list=tf.train.Int64List(value=enc.ids))
+                features = tf.train.Features(feature={"input_ids": ids})
+                writer.write(tf.train.Example(features=features).SerializeToString())
+    return tokens / (time.perf_counter() - start)
 
 
-def run_threads(tokenizer, docs: list[str], threads: int | None = None) -> float:
-    """The same fast WordPiece graph called from one Python thread a core (or `threads`), no
-    tf.data: batches of 512 made into tensors and tokenized on the threads. Reported beside
-    (a): measured here, tf.data's batching and per-element machinery cost it about a third of
-    this rate."""
+def run_threads(tokenizer, docs: list[str]) -> float:
+    """(a')'s tokens/s: the graph traced before the clock."""
     from concurrent.futures import ThreadPoolExecutor
 
     import tensorflow as tf
@@ -136,9 +102,9 @@ def run_threads(tokenizer, docs: list[str], threads: int | None = None) -> float
         lambda t: tf.reduce_sum(fast.tokenize(t).row_lengths()),
         input_signature=[tf.TensorSpec([None], tf.string)],
     )
-    graph(tf.constant(docs[:8]))  # traced before the clock, as tf.data's map is not
+    graph(tf.constant(docs[:8]))
     start = time.perf_counter()
-    with ThreadPoolExecutor(threads or default_workers()) as pool:
+    with ThreadPoolExecutor(default_workers()) as pool:
         counts = pool.map(
             lambda i: int(graph(tf.constant(docs[i : i + 512]))), range(0, len(docs), 512)
         )
@@ -146,264 +112,151 @@ def run_threads(tokenizer, docs: list[str], threads: int | None = None) -> float
     return tokens / (time.perf_counter() - start)
 
 
-def step_threads() -> tuple[int, int]:
-    """The thread counts (a'') runs at: one a core (ours' count) and two."""
-    from feedgpu.convert.plan import default_workers
-
-    return default_workers(), 2 * default_workers()
+MARKUP = ("[1913 Webster]", "[1]", "<b>", "</b>", "{{cite}}", "#tag", " | ", "x[i] = y[j]")
+MARKUP_CHARS = "[]<>{}#|"
 
 
-def run_step(tokenizer, batches: list[list[str]], threads: int) -> float:
-    """(a''): the tokenizer step ours runs, alone: `TextTokenizer.ids` (plain batches through
-    the WordPiece step without BERT's normaliser, doubtful texts redone) on ours' own batches
-    and plain marks (`step_batches`, which tokenized them once already: graphs traced, UTF-8
-    kept), called from `threads` threads; nothing read, parsed, built or written on the clock.
-    Tokens/s.
-
-    The trick that makes ours' tokenizing cheaper than (a')'s graph (skipping the normaliser
-    for plain text) counts for the reference too (issue 29: "a new trick that makes the
-    reference itself faster counts too")."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def tokens(batch: list[str]) -> int:
-        return int(tokenizer.ids(batch)[1].sum())
-
-    begin = time.perf_counter()
-    with ThreadPoolExecutor(threads) as pool:
-        total = sum(pool.map(tokens, batches))
-    return total / (time.perf_counter() - begin)
+def _documents(folder: str) -> list[str]:
+    docs = []
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            docs += [json.loads(line)["text"] for line in f]
+    return docs
 
 
-def run_plain(tokenizer, docs: list[str], out_dir: str) -> float:
-    """Seconds (b) takes."""
-    import tensorflow as tf
-
-    start = time.perf_counter()
-    with tf.io.TFRecordWriter(os.path.join(out_dir, "plain.tfrecord")) as writer:
-        for i in range(0, len(docs), 1000):
-            for enc in tokenizer.hf.encode_batch(docs[i : i + 1000]):
-                feature = {
-                    "input_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=enc.ids))
-                }
-                writer.write(
-                    tf.train.Example(
-                        features=tf.train.Features(feature=feature)
-                    ).SerializeToString()
-                )
-    return time.perf_counter() - start
+def _write(folder: str, docs: list[str]) -> None:
+    """Documents as JSONL files of about equal size (one a tenth), synced."""
+    os.makedirs(folder, exist_ok=True)
+    per = -(-len(docs) // 10)
+    for part in range(0, len(docs), per):
+        with open(os.path.join(folder, f"part-{part // per:03d}.jsonl"), "w") as f:
+            chunk = docs[part : part + per]
+            f.writelines(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in chunk)
+            f.flush()
+            os.fsync(f.fileno())
 
 
-@contextlib.contextmanager
-def environment(name: str, value: str) -> Iterator[None]:
-    """os.environ[name] = value inside, whatever it was (or was not) put back after."""
-    before = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = before
+_MADE: dict[str, list[str]] = {}  # a length profile's documents, made once a run
 
 
-def run_ours(src: str, out_dir: str, tokenizer_arg: str, native: bool = True) -> float:
-    """Seconds (c) takes, its corpus in the page cache (`cached_corpus`); with native
-    False, (c'): the same without its compiled steps (FEEDGPU_NO_NATIVE)."""
-    from feedgpu.converters.text.convert import TextOptions, convert_text
-    from feedgpu.converters.text.native import NO_NATIVE_ENV
+def corpora(profile: str, root: str, small_mb: float, large_mb: float) -> tuple[str, str]:
+    """The profile's small and large corpus folders (the small one the large one's start);
+    markup, markup-free and pack are the real profile's documents."""
+    import random
 
-    shutil.rmtree(out_dir, ignore_errors=True)
-    cached_corpus(src)
-    with environment(NO_NATIVE_ENV, "0" if native else "1"):
-        before = disk_reads()
-        start = time.perf_counter()
-        convert_text(src, out_dir, TextOptions(tokenizer=tokenizer_arg), quiet=True)
-        seconds = time.perf_counter() - start
-        read = disk_reads() - before
-    if read >= 1 << 20:
-        print(f"(c): {read >> 20} MB read from disk, not the page cache", file=sys.stderr)
-    return seconds
-
-
-def _learn_vocabulary(args: argparse.Namespace, kind: str, tmp: str) -> None:
-    """One vocabulary for every profile (they share their words), learned on the start of the
-    medium corpus (then ~40, ~300 and ~2,000 tokens a document) and of the real-like one (its
-    punctuation and digits), saved in tmp."""
-    size = max(0.2, min(args.mb, 50) / 20)
-    sample = make_corpus(os.path.join(tmp, "sample"), size)
-    sample += make_corpus(os.path.join(tmp, "sample-real"), size / 4, length="real")
-    for name in ("sample", "sample-real"):
-        shutil.rmtree(os.path.join(tmp, name))
-    trainer = (f"train:{kind}:{args.vocab_size}", sample, tmp)
-    if kind == "bpe":  # learned by HF tokenizers, which leaves nothing behind: here
-        train_tokenizer(*trainer)
-        return
-    # WordPiece in a child process: training with tensorflow-text's learner leaves this process
-    # measurably slower at everything after it (ceiling and ours alike, 0.55 -> 0.85 s for the
-    # ceiling here), which is not what this benchmark is about.
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        pool.apply(train_tokenizer, trainer)
+    length = {"markup": "real", "markup-free": "real", "pack": "real"}.get(profile, profile)
+    large, small = os.path.join(root, profile, "large"), os.path.join(root, profile, "small")
+    if length not in _MADE:
+        _MADE[length] = make_corpus(os.path.join(root, "made"), large_mb, length=length)
+        shutil.rmtree(os.path.join(root, "made"))
+    docs = list(_MADE[length])
+    if profile.startswith("markup"):
+        rng = random.Random(7)
+        for i in range(len(docs)):
+            if rng.random() < 0.3:  # a quarter and more hold markup
+                words = docs[i].split(" ")
+                for _ in range(rng.randint(1, 3)):
+                    words.insert(rng.randrange(len(words) + 1), rng.choice(MARKUP))
+                docs[i] = " ".join(words)
+        if profile == "markup-free":
+            docs = [d.translate(str.maketrans("", "", MARKUP_CHARS)) for d in docs]
+    _write(large, docs)
+    cut, size = 0, 0
+    while size < small_mb * 1e6 and cut < len(docs):
+        size += len(docs[cut].encode()) + 12
+        cut += 1
+    _write(small, docs[:cut])
+    return small, large
 
 
-def _measure(args, profile: str, tmp: str, tokenizer_arg: str, tok, kind: str, tf_import_s: float):
-    """Every contender on one length profile's corpus, alternating; medians of rates and of
-    each round's ratios."""
-    src = os.path.join(tmp, f"corpus-{profile}")
-    out = os.path.join(tmp, "out")
-    docs = make_corpus(src, args.mb, length=profile)
-    # (a''), (a') and (c') where the tokenizer has a fast path (WordPiece): (a'') at a thread
-    # a core (ours' count) and at two.
-    counts = step_threads() if tok.fast_capable else ()
-    batches = step_batches(tok, src) if counts else []
-    rates: dict[str, list[float]] = {
-        "ceiling": [],
-        "plain": [],
-        "ours": [],
-        "threads": [],
-        "step": [],
-        "ours_tf": [],
-    }
-    ratios: dict[str, list[float]] = {"ceiling": [], "strongest": [], "plain": [], "native": []}
-    tokens = 0
-    for r in range(args.rounds):
-        ceiling, tokens = run_ceiling(tok, docs)  # the corpus's tokens: every rate's unit
-        rates["ceiling"].append(ceiling)
-        rates["plain"].append(tokens / run_plain(tok, docs, tmp))
-        # Ours and (a'') alternating, the host's swings parting them least: ours twice, (a'')
-        # twice at each of its thread counts, each keeping its fastest: as many tries at its
-        # best setting as ours has at its own.
-        seconds, steps = [], []
-        for _ in range(2 if counts else 1):
-            seconds.append(run_ours(src, out, tokenizer_arg))
-            steps += [run_step(tok, batches, n) for n in counts]
-        first = tokens / seconds[0]  # against the contenders that run once: one try each
-        rates["ours"].append(tokens / min(seconds))
-        if counts:
-            rates["step"].append(max(steps))
-            rates["threads"].append(run_threads(tok, docs))
-            rates["ours_tf"].append(tokens / run_ours(src, out, tokenizer_arg, native=False))
-            ratios["native"].append(first / rates["ours_tf"][-1])
-        ratios["ceiling"].append(first / ceiling)
-        ratios["strongest"].append(
-            min(
-                [
-                    ratios["ceiling"][-1],
-                    *(first / t for t in rates["threads"][-1:]),
-                    *(rates["ours"][-1] / t for t in rates["step"][-1:]),
-                ]
-            )
-        )
-        ratios["plain"].append(first / rates["plain"][-1])
-        print(
-            f"{profile} round {r + 1}: "
-            + ", ".join(f"{k} {v[-1] / 1e6:.2f} M tok/s" for k, v in rates.items() if v)
-            + f" (ours' runs: {', '.join(f'{tokens / t / 1e6:.2f}' for t in seconds)})",
-            file=sys.stderr,
-        )
-    shutil.rmtree(src, ignore_errors=True)
-    median = {k: statistics.median(v) if v else math.nan for k, v in rates.items()}
-    return TextBenchResult(
-        profile=profile,
-        corpus_mb=args.mb,
-        documents=len(docs),
-        tokens=tokens,
-        tokenizer=kind,
-        ceiling_tok_s=round(median["ceiling"], 1),
-        plain_tok_s=round(median["plain"], 1),
-        ours_tok_s=round(median["ours"], 1),
-        tf_import_s=round(tf_import_s, 2),
-        ours_vs_ceiling=round(statistics.median(ratios["ceiling"]), 3),
-        ours_vs_strongest=round(statistics.median(ratios["strongest"]), 3),
-        ours_vs_plain=round(statistics.median(ratios["plain"]), 3),
-        threads_tok_s=round(median["threads"], 1) if rates["threads"] else None,
-        step_tok_s=round(median["step"], 1) if rates["step"] else None,
-        ours_tf_tok_s=round(median["ours_tf"], 1) if rates["ours_tf"] else None,
-        ours_vs_tf=round(statistics.median(ratios["native"]), 3) if ratios["native"] else None,
+def measure(args: argparse.Namespace, profile: str, root: str, vocab: str, tok) -> Row:
+    small, large = corpora(profile, root, args.small_mb, args.large_mb)
+    pack = 1024 if profile == "pack" else None
+    out = os.path.join(root, "out")
+    times: dict[str, list[float]] = {"small": [], "large": []}
+    for _ in range(args.rounds):
+        for name, src in (("small", small), ("large", large)):
+            times[name].append(run_ours(src, out, vocab, pack))
+    tokens = {name: _tokens(tok, src) for name, src in (("small", small), ("large", large))}
+    small_s, large_s = (statistics.median(times[k]) for k in ("small", "large"))
+    ours = (tokens["large"] - tokens["small"]) / (large_s - small_s)
+    docs = _documents(large)
+    ref, size = [], 0
+    for d in docs:
+        if size > args.ref_mb * 1e6:
+            break
+        ref.append(d)
+        size += len(d.encode())
+    plain = run_plain(tok, ref, root)
+    threads = run_threads(tok, ref)
+    shutil.rmtree(os.path.join(root, profile))
+    row = Row(profile, len(docs), tokens["large"], round(small_s, 3), round(large_s, 3),
+              round(ours), round(plain), round(threads), round(ours / plain, 2),
+              round(ours / threads, 2))  # fmt: skip
+    print(
+        f"{profile:<12}{row.documents:>9}{row.tokens / row.documents:>8.0f}"
+        f"{small_s:>9.2f}{large_s:>9.2f}{ours / 1e6:>10.2f}{plain / 1e6:>10.2f}"
+        f"{threads / 1e6:>10.2f}{row.ours_vs_plain:>9.2f}x{row.ours_vs_threads:>9.2f}x",
+        flush=True,
+    )
+    return row
+
+
+def _tokens(tok, src: str) -> int:
+    """The corpus's tokens (special tokens not counted), by HF: the same count for every
+    contender."""
+    return sum(
+        len(e.ids)
+        for docs in [_documents(src)]
+        for i in range(0, len(docs), 2000)
+        for e in tok.hf.encode_batch(docs[i : i + 2000], add_special_tokens=False)
     )
 
 
-def main(argv: Sequence[str] | None = None) -> list[TextBenchResult]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--mb", type=float, default=50, help="corpus size of each profile")
+def main(argv: list[str] | None = None) -> list[Row]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small-mb", type=float, default=120)
+    parser.add_argument("--large-mb", type=float, default=240)
+    parser.add_argument("--ref-mb", type=float, default=24)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--vocab-size", type=int, default=8000)
-    parser.add_argument(
-        "--lengths",
-        default="short,medium,long,real",
-        help=f"document length profiles, comma-separated, of: {', '.join(LENGTHS)}",
-    )
-    parser.add_argument("--bpe", action="store_true", help="byte-level BPE tokenizer.json instead")
-    parser.add_argument(
-        "--tokenizer",
-        metavar="FILE",
-        help="measure this vocab.txt or tokenizer.json instead of one trained on the corpus",
-    )
+    parser.add_argument("--lengths", default=",".join(PROFILES))
+    parser.add_argument("--tokenizer", help="a vocab.txt (default: learned on a 5 MB sample)")
+    parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
-    profiles = [p for p in args.lengths.split(",") if p]
-    unknown = [p for p in profiles if p not in LENGTHS]
-    if unknown or not profiles:
-        parser.error(f"--lengths: unknown profile {unknown}; choose from {', '.join(LENGTHS)}")
-    t0 = time.perf_counter()
-    import tensorflow  # noqa: F401
+    import tensorflow as tf  # noqa: F401  (imported before the clock, as the CLI does)
 
-    tf_import_s = time.perf_counter() - t0
     from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
 
-    tmp = tempfile.mkdtemp(prefix="bench_text_")
-    kind = "bpe" if args.bpe else "wordpiece"
+    root = tempfile.mkdtemp(prefix="feedgpu_bench_text_")
     try:
-        if not args.tokenizer:
-            _learn_vocabulary(args, kind, tmp)
-        trained = os.path.join(tmp, "tokenizer.json" if args.bpe else "vocab.txt")
-        tokenizer_arg = args.tokenizer or trained
-        tok = load_tokenizer(TokenizerSpec.parse(tokenizer_arg))
-        if args.tokenizer:
-            kind = str(tok.config["model"]["type"]).lower()
-        results = [
-            _measure(args, profile, tmp, tokenizer_arg, tok, kind, tf_import_s)
-            for profile in profiles
-        ]
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    threads = tok.fast_capable
-    ceiling = "(a) ceiling" if threads else "(a) HF alone"
-    print(
-        f"{'profile':<8}{'docs':>8}{'tok/doc':>8}  M tokens/s: {ceiling:>12}{'(b) plain':>10}"
-        f"{'(c) ours':>10}"
-        + ("(a') threads".rjust(13) + "(a'') step".rjust(11) if threads else "")
-        + f"{'ours/best':>10}{'ours/(a)':>10}{'ours/(b)':>10}"
-        + ("(c') no step".rjust(14) + "ours/(c')".rjust(10) if threads else "")
-    )
-    for r in results:
+        vocab = args.tokenizer
+        if not vocab:
+            sample = make_corpus(os.path.join(root, "sample"), 5, seed=1, length="real")
+            os.makedirs(os.path.join(root, "vocab"))
+            train_tokenizer("train:wordpiece:8000", sample, os.path.join(root, "vocab"))
+            vocab = os.path.join(root, "vocab", "vocab.txt")
+        tok = load_tokenizer(TokenizerSpec.parse(vocab))
         print(
-            f"{r.profile:<8}{r.documents:>8}{r.tokens / max(1, r.documents):>8.0f}  {'':11}"
-            f"{r.ceiling_tok_s / 1e6:>12.2f}{r.plain_tok_s / 1e6:>10.2f}{r.ours_tok_s / 1e6:>10.2f}"
-            + (
-                f"{(r.threads_tok_s or 0) / 1e6:>13.2f}{(r.step_tok_s or 0) / 1e6:>11.2f}"
-                if threads
-                else ""
-            )
-            + f"{r.ours_vs_strongest:>9.2f}x{r.ours_vs_ceiling:>9.2f}x{r.ours_vs_plain:>9.2f}x"
-            + (
-                f"{(r.ours_tf_tok_s or 0) / 1e6:>14.2f}{r.ours_vs_tf or 0:>9.2f}x"
-                if threads
-                else ""
-            )
+            f"{'profile':<12}{'docs':>9}{'tok/doc':>8}{'small s':>9}{'large s':>9}"
+            f"{'(c) ours':>10}{'(b) plain':>10}{'(a) thr.':>10}{'ours/(b)':>10}{'ours/(a)':>10}"
+            "   M tokens/s; ours: marginal, small to large"
         )
-    print(f"TF import {tf_import_s:.1f} s (paid once per conversion by the CLI, not counted)")
-    for r in results:
-        print(json.dumps(asdict(r)))
-    worst = min(results, key=lambda r: r.ours_vs_strongest)
-    print(
-        f"worst ours/best = {worst.ours_vs_strongest:.2f}x ({worst.profile}; best: the fastest "
-        f"of (a), (a') and (a''); target >= 0.7 at every length)   ours/(a) = "
-        + ", ".join(f"{r.ours_vs_ceiling:.2f}x" for r in results)
-        + "   ours/(b) = "
-        + ", ".join(f"{r.ours_vs_plain:.2f}x" for r in results)
-        + (" (target >= 5)" if threads else "")
+        rows = [measure(args, p, root, vocab, tok) for p in args.lengths.split(",")]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    by = {r.profile: r for r in rows}
+    if "markup" in by and "markup-free" in by:
+        ratio = by["markup"].ours_tok_s / by["markup-free"].ours_tok_s
+        print(f"markup / markup-free: {ratio:.2f} (floor {MARKUP_FLOOR})")
+    worst = min(
+        rows, key=lambda r: min(r.ours_vs_plain / PLAIN_FLOOR, r.ours_vs_threads / THREADS_FLOOR)
     )
-    return results
+    print(f"floors: ours >= {PLAIN_FLOOR}x (b) and >= {THREADS_FLOOR}x (a') at every row; "
+          f"lowest {worst.profile}: {worst.ours_vs_plain}x, {worst.ours_vs_threads}x")  # fmt: skip
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([asdict(r) for r in rows], f, indent=1)
+    return rows
 
 
 if __name__ == "__main__":

@@ -5,12 +5,13 @@ benchmarks read a corpus (as the converter does, into the page cache, in (a'')'s
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing
 import os
 import random
 import shutil
-from typing import IO, Any
+from typing import IO
 
 
 def _generate(args: tuple[str, int, int, int]) -> int:
@@ -72,10 +73,10 @@ LENGTHS = {"short": (3.2, 0.5), "medium": (5.0, 0.8), "long": (7.2, 0.5), "real"
 _EXTRAS = ["café", "naïve", "Zürich", "—", "…", "“quoted”", "東京", "€5"]
 
 
-def _real_text(rng: random.Random, vocab: list[str], weights: list[float], words: int) -> str:
+def _real_text(rng: random.Random, vocab: list[str], cum: list[float], words: int) -> str:
     """Lines of sentences: commas, digits, quotes, question marks; 1 in 5 has non-ASCII."""
     lines, line, sentence = [], [], []
-    for word in rng.choices(vocab, weights, k=words):
+    for word in rng.choices(vocab, cum_weights=cum, k=words):
         roll = rng.random()
         if roll < 0.03:
             word = str(rng.randint(1, 2030))
@@ -111,7 +112,9 @@ def make_corpus(folder: str, megabytes: float, seed: int = 0, length: str = "med
         "".join(rng.choice(letters[: rng.randint(6, 26)]) for _ in range(rng.randint(2, 11)))
         for _ in range(30000)
     ]
-    weights = [1 / (rank + 1) for rank in range(len(vocab))]
+    # Cumulative weights made once: given weights, `choices` sums all 30,000 again for every
+    # document (the same draws either way).
+    cum = list(itertools.accumulate(1 / (rank + 1) for rank in range(len(vocab))))
     os.makedirs(folder, exist_ok=True)
     docs, size, part = [], 0, 0
     target = megabytes * 1e6
@@ -119,9 +122,9 @@ def make_corpus(folder: str, megabytes: float, seed: int = 0, length: str = "med
     while size < target:
         count = max(5, int(rng.lognormvariate(*LENGTHS[length])))
         if length == "real":
-            text = _real_text(rng, vocab, weights, count)
+            text = _real_text(rng, vocab, cum, count)
         else:
-            text = " ".join(rng.choices(vocab, weights, k=count)).capitalize() + "."
+            text = " ".join(rng.choices(vocab, cum_weights=cum, k=count)).capitalize() + "."
         line = json.dumps({"text": text}, ensure_ascii=False) + "\n"
         out.write(line)
         docs.append(text)
@@ -157,35 +160,6 @@ def proc_number(path: str, key: str) -> int:
     except OSError:
         pass
     return 0
-
-
-def corpus_reading(src: str) -> tuple[list, Any, Any]:
-    """A benchmark corpus as the converter reads it (`iter_batches`'s arguments): its files as
-    sources of one split, unlabelled, and the default read options."""
-    from feedgpu.converters.text.batches import Labels
-    from feedgpu.converters.text.options import TextSource
-    from feedgpu.converters.text.sources import ReadOptions, list_text_files
-
-    files, _ = list_text_files(src)
-    sources = [TextSource(f, None, None) for f in files]
-    return sources, ReadOptions(), Labels({"train": 1.0}, {})
-
-
-def step_batches(tokenizer, src: str) -> list[list[str]]:
-    """(a'')'s input: ours' own batches of a corpus' texts (`iter_batches`,
-    `Batch.parse`), made once a profile, off the clock, so (a'') can run right after ours;
-    tokenized once untimed, so every round's (a'') does the same work (the texts' UTF-8 kept
-    by their str, the character table's first answers learned)."""
-    from feedgpu.converters.text.batches import iter_batches
-
-    sources, read, labels = corpus_reading(src)
-    batches = []
-    for batch in iter_batches(sources, read, labels, [], strict=False):
-        batch.parse(read, labels.fractions, strict=False)
-        batches.append(batch.texts)
-    for texts in batches:
-        tokenizer.ids(texts)
-    return batches
 
 
 def cached_corpus(src: str) -> None:

@@ -72,6 +72,19 @@ def _filled(hf: Tokenizer, texts: list[str], values: Any, lengths: Any, holes: A
     return _per_text(values, lengths)
 
 
+def _corpus(tmp_path: Path, seed: int, count: int, extra: list[str]) -> Path:
+    """A JSONL corpus of count random texts and extra ones, in tmp_path/src, its vocabulary
+    in tmp_path/vocab.txt."""
+    rng = random.Random(seed)
+    vocab = _vocab(rng, 600)
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    src = tmp_path / "src"
+    src.mkdir()
+    texts = [*_texts(rng, vocab, count), *extra]
+    (src / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts if t))
+    return src
+
+
 def _lines(step: PlainWordPiece, lines: list[bytes], field: str, tokens: tuple[str, ...]) -> Any:
     """The JSON-lines step on lines given one by one, as a conversion's block of them."""
     from feedgpu.converters.text.raw_lines import joined
@@ -176,13 +189,7 @@ def test_conversion_is_the_same_bytes_without_the_step(
     from feedgpu import read_manifest
     from feedgpu.converters.text.convert import TextOptions, convert_text
 
-    rng = random.Random(4)
-    vocab = _vocab(rng, 600)
-    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    src = tmp_path / "src"
-    src.mkdir()
-    texts = [*_texts(rng, vocab, 3000), "naïve café", "a\x01b"]
-    (src / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts if t))
+    src = _corpus(tmp_path, 4, 3000, ["naïve café", "a\x01b"])
     outs = []
     for flag, road in (("0", "compiled"), ("1", "hf")):
         monkeypatch.setenv(NO_NATIVE_ENV, flag)
@@ -547,13 +554,7 @@ def test_an_install_without_the_steps_converts_the_same_bytes_through_hf(
 
     from feedgpu.converters.text.tokenizer import NO_STEP, NO_STEP_HELP
 
-    rng = random.Random(9)
-    vocab = _vocab(rng, 600)
-    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    src = tmp_path / "src"
-    src.mkdir()
-    texts = [*_texts(rng, vocab, 2000), "naïve café [1913 Webster]", "a [SEP] b"]
-    (src / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts if t))
+    src = _corpus(tmp_path, 9, 2000, ["naïve café [1913 Webster]", "a [SEP] b"])
     blocker = (
         "import sys, runpy\n"
         "class Blocker:\n"

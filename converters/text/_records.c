@@ -235,6 +235,73 @@ done:
     return result;
 }
 
+/* --pack's sequences of streams (each a shard's documents' ids, whole sequences but for a
+ * last one to pad): per sequence of n ids, the ids (pad after the last real one), each id's
+ * position in its piece (a document's ids in a sequence, from 0) and the piece's segment
+ * (from 1 in its sequence; 0 on padding); and each sequence's real ids. `records.Packer`'s
+ * reference in numpy gives the same. */
+static PyObject *pack(PyObject *self, PyObject *args) {
+    PyObject *ids_obj, *lengths_obj, *grid = NULL, *real = NULL, *result = NULL;
+    Py_buffer ids = {0}, marks = {0}, lengths = {0};
+    Py_ssize_t n, m = 0, k = 0, rows = 0, sum = 0;
+    long long pad;
+    if (!PyArg_ParseTuple(args, "Oy*OnL", &ids_obj, &marks, &lengths_obj, &n, &pad)) return NULL;
+    if (int64s(ids_obj, &ids, &m) < 0 || int64s(lengths_obj, &lengths, &k) < 0) goto done;
+    const int64_t *len = lengths.buf;
+    Py_ssize_t i = 0;
+    for (; n >= 1 && i < k && len[i] >= 0 && len[i] <= m - sum; i++) {
+        sum += len[i];
+        rows += (len[i] + n - 1) / n;
+    }
+    if (n < 1 || i != k || sum != m || marks.len != m || rows > PY_SSIZE_T_MAX / 24 / n) {
+        PyErr_SetString(PyExc_ValueError, "ids, marks and lengths disagree");
+        goto done;
+    }
+    grid = PyBytes_FromStringAndSize(NULL, 3 * rows * n * (Py_ssize_t)sizeof(int64_t));
+    real = PyBytes_FromStringAndSize(NULL, rows * (Py_ssize_t)sizeof(int64_t));
+    if (!grid || !real) goto done;
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(grid), *got = (int64_t *)PyBytes_AS_STRING(real);
+    const int64_t *v = ids.buf;
+    const unsigned char *mark = marks.buf;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t *pos = out + rows * n, *seg = out + 2 * rows * n;
+    Py_ssize_t at = 0, row = 0;
+    for (Py_ssize_t s = 0; s < k; s++) {
+        int64_t p = 0, g = 0;
+        Py_ssize_t slots = (len[s] + n - 1) / n * n;
+        for (Py_ssize_t j = 0; j < slots; j++) {
+            Py_ssize_t o = row * n + j;
+            if (j >= len[s]) { /* padding */
+                out[o] = pad, pos[o] = 0, seg[o] = 0;
+                continue;
+            }
+            int first = j % n == 0;
+            if (first || mark[at + j]) {
+                g = first ? 1 : g + 1;
+                p = 0;
+            } else {
+                p++;
+            }
+            out[o] = v[at + j], pos[o] = p, seg[o] = g;
+        }
+        for (Py_ssize_t r = 0; r < slots / n; r++) {
+            Py_ssize_t left = len[s] - r * n;
+            got[row + r] = left < n ? left : n;
+        }
+        at += len[s];
+        row += slots / n;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("OO", grid, real);
+done:
+    Py_XDECREF(grid);
+    Py_XDECREF(real);
+    if (ids.obj) PyBuffer_Release(&ids);
+    if (lengths.obj) PyBuffer_Release(&lengths);
+    if (marks.obj) PyBuffer_Release(&marks);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"serialize", serialize, METH_VARARGS,
      "serialize(columns, records, shards, count) -> (framed, ends, counts): records tf.train."
@@ -244,6 +311,11 @@ static PyMethodDef methods[] = {
      "0, counts, values) int64 values; (key, 1, counts, pool, starts, sizes) int64 values "
      "gathered from slices of pool; (key, 2, counts, blob, starts, sizes) byte strings of "
      "blob; counts: per record, its values, slices or strings."},
+    {"pack", pack, METH_VARARGS,
+     "pack(ids, marks, lengths, n, pad) -> (grid, real): streams of ids (int64, their lengths "
+     "an int64 buffer; marks: a byte a id, nonzero where a document starts) cut into "
+     "sequences of n, the last of each padded with pad: the ids, positions and segments "
+     "(int64 bytes, three blocks of sequences x n) and each sequence's real ids."},
     {"numbered", feedgpu_numbered, METH_VARARGS,
      "numbered(prefix, numbers) -> (blob, sizes): prefix (bytes) followed by each number (an "
      "int64 buffer) in decimal, one after another, and each one's size (int64 bytes)."},

@@ -88,10 +88,12 @@ class ChunkWriter:
         self._count(made.doc_shards, made.full, made.unknown, made.example_shards, made.stored)
         return int(made.full.sum())
 
-    def pack(self, doc_shards: Any, ids: Any, full: Any, unknown: Any) -> int:
+    def pack(
+        self, doc_shards: Any, full: Any, unknown: Any, grouped: Any, first: Any, ends: Any
+    ) -> int:
         """A batch's documents packed (`RecordMaker.packed`'s); its tokens."""
         assert self.packer is not None
-        data, groups, shards, real = self.packer.add(doc_shards, ids, full)
+        data, groups, shards, real = self.packer.add(grouped, first, ends)
         self._put(data, groups)
         self._count(doc_shards, full, unknown, shards, real)
         return int(full.sum())

@@ -214,8 +214,7 @@ class RecordMaker:
         assert self.budget is not None and self.stride is not None
         lengths, step = t.lengths, self.budget - self.stride
         per_doc = -(-np.maximum(1, lengths - self.stride) // step)  # ceil
-        doc = np.repeat(np.arange(len(lengths)), per_doc)
-        number = np.arange(len(doc)) - np.repeat(np.cumsum(per_doc) - per_doc, per_doc)
+        doc, number = np.repeat(np.arange(len(lengths)), per_doc), _ranks(per_doc)
         offset = number * step
         size = np.minimum(self.budget, np.maximum(0, lengths[doc] - offset))
         pool, starts, spans = self._examples(t, (np.cumsum(lengths) - lengths)[doc] + offset, size)
@@ -236,15 +235,27 @@ class RecordMaker:
             doc_shards[doc], stored,
         )  # fmt: skip
 
-    def packed(self, t: Tokenized) -> tuple[Any, Any, Any, Any]:
-        """--pack, a batch's part made on a tokenizer thread: each document's shard, its whole
-        example's ids (special ids included) concatenated with their counts, and its unknown
-        ids (`Packer` packs them in order on the writing thread)."""
+    def packed(self, t: Tokenized) -> tuple[Any, ...]:
+        """--pack, a batch's part made on a tokenizer thread: each document's shard, ids as
+        tokenized (special ids included) and unknown ids; its examples' ids grouped by shard
+        (in order within), a byte marking each document's first id, and each shard's end
+        among them (`Packer.add` packs them in order on the writing thread)."""
         import numpy as np
 
         pool, starts, spans = self._examples(t, np.cumsum(t.lengths) - t.lengths, t.lengths)
-        ids = pool[np.repeat(starts - np.cumsum(spans) + spans, spans) + np.arange(spans.sum())]
-        return self.shards(t), ids, t.lengths + self.extra, self._unknown(t)
+        shards = self.shards(t)
+        sizes = spans.reshape(-1, 3).sum(axis=1)  # each document's example
+        order = np.argsort(shards, kind="stable")
+        slices = np.repeat(order * 3, 3) + np.tile(np.arange(3), len(order))
+        spans, starts = spans[slices], starts[slices]
+        grouped = pool[
+            np.repeat(starts - (np.cumsum(spans) - spans), spans) + np.arange(spans.sum())
+        ]
+        first = np.zeros(len(grouped), np.uint8)
+        placed = (np.cumsum(sizes[order]) - sizes[order])[sizes[order] > 0]
+        first[placed] = 1
+        ends = np.cumsum(np.bincount(shards, weights=sizes, minlength=self.count)).astype(np.int64)
+        return shards, t.lengths + self.extra, self._unknown(t), grouped, first, ends
 
 
 def _groups(table: Any) -> list[tuple[int, int, int]]:
@@ -296,66 +307,60 @@ class Packer:
 
     def __init__(self, length: int, pad_id: int, count: int) -> None:
         self.length, self.pad_id, self.count = length, pad_id, count
-        self.carry: dict[int, tuple[Any, Any]] = {}  # shard: ids, where a piece starts
+        self.carry: dict[int, tuple[Any, Any]] = {}  # shard: ids, where a document starts
 
-    def add(self, doc_shards: Any, ids: Any, sizes: Any) -> tuple[bytes, list[Any], Any, Any]:
-        """A batch's documents (their shards, their examples' ids concatenated and counts):
-        the full sequences' framed records, their groups (`Made.groups`), each sequence's
-        shard and real ids."""
+    def add(self, grouped: Any, first: Any, ends: Any) -> tuple[bytes, list[Any], Any, Any]:
+        """A batch's examples' ids grouped by shard (`RecordMaker.packed`): the full
+        sequences' framed records, their groups (`Made.groups`), each sequence's shard and
+        real ids."""
         import numpy as np
 
-        rows: list[Any] = []
-        row_shards: list[int] = []
-        starts = np.cumsum(sizes) - sizes
-        first = np.zeros(len(ids), bool)
-        first[starts[sizes > 0]] = True
-        doc_of = np.repeat(np.arange(len(sizes)), sizes)
-        for shard in np.unique(doc_shards).tolist():
-            mine = np.isin(doc_of, np.flatnonzero(doc_shards == shard))
-            old_ids, old_first = self.carry.get(shard, (ids[:0], first[:0]))
-            stream = np.concatenate([old_ids, ids[mine]])
-            marks = np.concatenate([old_first, first[mine]])
+        streams: list[tuple[Any, Any]] = []
+        shards: list[int] = []
+        begin = 0
+        for shard, end in enumerate(ends.tolist()):
+            if end == begin:
+                continue
+            old_ids, old_first = self.carry.get(shard, (grouped[:0], first[:0]))
+            stream = np.concatenate([old_ids, grouped[begin:end]])
+            marks = np.concatenate([old_first, first[begin:end]])
+            begin = end
             full = len(stream) // self.length * self.length
             self.carry[shard] = (stream[full:], marks[full:])
             if full:
-                rows.append((stream[:full], marks[:full]))
-                row_shards += [shard] * (full // self.length)
-        return self._records(rows, np.array(row_shards, np.int64))
+                streams.append((stream[:full], marks[:full]))
+                shards += [shard] * (full // self.length)
+        return self._records(streams, np.array(shards, np.int64))
 
     def close(self) -> tuple[bytes, list[Any], Any, Any]:
         """Each shard's last sequence, padded."""
         import numpy as np
 
-        rows, shards = [], []
+        streams, shards = [], []
         for shard, (stream, marks) in sorted(self.carry.items()):
             if len(stream):
-                rows.append((stream, marks))
+                streams.append((stream, marks))
                 shards.append(shard)
         self.carry = {}
-        return self._records(rows, np.array(shards, np.int64))
+        return self._records(streams, np.array(shards, np.int64))
 
-    def _records(self, rows: list[Any], shards: Any) -> tuple[bytes, list[Any], Any, Any]:
+    def _records(self, streams: list[Any], shards: Any) -> tuple[bytes, list[Any], Any, Any]:
+        """Sequences of streams (each a whole number of sequences, or one to pad)."""
         import numpy as np
 
-        if not rows:
+        if not streams:
             return b"", [], shards, np.zeros(0, np.int64)
-        n, pad = self.length, self.pad_id
-        parts = []
-        real = []
-        for stream, marks in rows:  # a whole number of sequences, or one to pad
-            m = len(stream)
-            size = -(-m // n) * n
-            idx = np.arange(m)
-            piece = marks | (idx % n == 0)
-            counted = np.cumsum(piece)
-            segment = counted - counted[idx // n * n] + 1
-            position = idx - np.maximum.accumulate(np.where(piece, idx, 0))
-            grid = np.zeros((3, size), np.int64)
-            grid[0] = pad
-            grid[:, :m] = stream, position, segment
-            parts.append(grid)
-            real += [n] * (m // n) + ([m % n] if m % n else [])
-        grid = np.concatenate(parts, axis=1)
+        n = self.length
+        ids = np.concatenate([s for s, _ in streams])
+        marks = np.concatenate([m for _, m in streams])
+        lengths = np.array([len(s) for s, _ in streams], np.int64)
+        step = native_module("_records")
+        if step is not None:
+            grid, real = step.pack(ids, marks, lengths, n, self.pad_id)
+            grid = np.frombuffer(grid, np.int64).reshape(3, -1)
+            real = np.frombuffer(real, np.int64)
+        else:
+            grid, real = pack_reference(ids, marks, lengths, n, self.pad_id)
         each = np.full(len(shards), n, np.int64)
         columns = [
             ("input_ids", VALUES, each, grid[0]),
@@ -363,4 +368,33 @@ class Packer:
             ("segment_ids", VALUES, each, grid[2]),
         ]
         data, table = serialize(columns, shards, self.count)
-        return data, _groups(table), shards, np.array(real, np.int64)
+        return data, _groups(table), shards, real
+
+
+def pack_reference(ids: Any, marks: Any, lengths: Any, n: int, pad: int) -> tuple[Any, Any]:
+    """The compiled `pack`'s sequences, in numpy: ids, positions and segments (3, sequences x
+    n), and each sequence's real ids."""
+    import numpy as np
+
+    counts = -(-lengths // n)
+    real = np.minimum(n, np.repeat(lengths, counts) - n * _ranks(counts))
+    grid = np.zeros((3, int(counts.sum()) * n), np.int64)
+    grid[0] = pad
+    used = (np.arange(n) < real[:, None]).ravel()
+    grid[0, used] = ids
+    piece = np.zeros(len(used), bool)
+    piece[used] = marks.astype(bool)
+    piece = (piece.reshape(-1, n) | (np.arange(n) == 0)).ravel()
+    counted = np.cumsum(piece).reshape(-1, n)
+    grid[2] = np.where(used, (counted - counted[:, :1] + 1).ravel(), 0)
+    index = np.arange(n)
+    last = np.maximum.accumulate(np.where(piece.reshape(-1, n), index, 0), axis=1)
+    grid[1] = np.where(used, (index - last).ravel(), 0)
+    return grid, real.astype(np.int64)
+
+
+def _ranks(counts: Any) -> Any:
+    """0, 1, ... counts[i] - 1 for each i, concatenated."""
+    import numpy as np
+
+    return np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
