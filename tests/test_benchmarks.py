@@ -34,7 +34,7 @@ def test_bench_convert_images_smoke(tmp_path: Path, capsys) -> None:
 def test_bench_convert_text_smoke(capsys, vocab_txt: Path) -> None:
     bench = load("bench_convert_text")
     rows = bench.main(
-        ["--small-mb", "0.2", "--large-mb", "0.4", "--ref-mb", "0.1", "--rounds", "1",
+        ["--small-mb", "0.3", "--large-mb", "3", "--ref-mb", "0.1", "--rounds", "1",
          "--tokenizer", str(vocab_txt), "--lengths", "short,markup,markup-free,pack"]
     )  # fmt: skip
     assert [r.profile for r in rows] == ["short", "markup", "markup-free", "pack"]
@@ -42,6 +42,7 @@ def test_bench_convert_text_smoke(capsys, vocab_txt: Path) -> None:
         assert row.tokens > 0 and row.documents > 0 and row.large_s > 0 and row.small_s > 0
         assert row.plain_tok_s > 0 and row.threads_tok_s > 0
         # the ratios are of the marginal rate: tokens between the corpora over seconds between
+        assert row.large_s > row.small_s and row.ours_tok_s > 0
         assert row.ours_vs_plain == round(row.ours_tok_s / row.plain_tok_s, 2)
     out = capsys.readouterr().out
     assert "markup / markup-free" in out and "floors:" in out

@@ -16,7 +16,6 @@ from tokenizers import Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 
 from feedgpu.converters.text.char_table import ALONE, DROP, SPACE, WORD, describer
-from feedgpu.converters.text.native import NO_NATIVE_ENV
 from feedgpu.converters.text.plain_wordpiece import per_text_ids
 from feedgpu.converters.text.raw_lines import joined
 from feedgpu.converters.text.tokenizer import TextTokenizer
@@ -91,20 +90,6 @@ def test_ids_beyond_ascii_are_hfs(module: Any, lowercase: bool, model: dict[str,
     assert len(whole) > len(texts) // 3  # holes: only unassigned or neighbour-bound characters
     ours = _per_text(values, lengths)
     assert [ours[i] for i in whole] == [reference[i] for i in whole]
-
-
-@pytest.mark.parametrize("lowercase", [True, False])
-def test_without_the_step_ids_beyond_ascii_are_hfs_too(
-    lowercase: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Without the compiled step (no C compiler, FEEDGPU_NO_NATIVE), tensorflow-text and the
-    redo give HF's ids of the same texts: characters HF's older Unicode tables treat
-    otherwise (marks it keeps, signs it does not split at) are redone by HF, not trusted."""
-    monkeypatch.setenv(NO_NATIVE_ENV, "1")
-    tok = _tokenizer(lowercase)
-    assert tok.plain_step() is None
-    texts = _texts(4, 1500)
-    assert _per_text(*tok.ids(texts)) == tok.encode_reference(texts)
 
 
 def test_characters_are_described_by_hfs_answers() -> None:

@@ -81,8 +81,8 @@ def test_the_next_chunk_is_read_ahead_and_the_bytes_are_a_chunk_at_a_times(
 def test_a_failed_parity_check_redoes_the_chunk_and_what_was_read_ahead(
     tmp_path: Path, corpus, monkeypatch
 ) -> None:
-    """The verdict against the fast path arrives after the first chunk was tokenized and the
-    second read ahead by the fast path: both are redone with HF, every id HF's."""
+    """The verdict against the compiled road arrives after the first chunk was tokenized and the
+    second read ahead by the compiled road: both are redone with HF, every id HF's."""
     from tokenizers import Tokenizer
 
     from feedgpu.converters.text.tokenizer import TextTokenizer
@@ -91,7 +91,7 @@ def test_a_failed_parity_check_redoes_the_chunk_and_what_was_read_ahead(
     slow(monkeypatch)
     real_line_ids, real_parity = TextTokenizer.line_ids, TextRunner.check_parity
     real_ids = TextTokenizer.ids
-    ahead = threading.Event()  # the second chunk's batches were submitted by the fast path
+    ahead = threading.Event()  # the second chunk's batches were submitted by the compiled road
     real_feed = ChunkBatches.feed
 
     def feed(self, submit):

@@ -137,10 +137,9 @@ def test_auto_s_sample_stops_once_documents_are_known_long(
 def test_auto_s_sample_counts_hf_s_ids_and_a_finished_run_needs_no_tensorflow(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The layout's sample counts HF's ids, which tensorflow-text's differ from (a word over
-    its 100-byte limit is one [UNK] there, 60 ids in HF; "…" three ids under NFKD, one in
-    HF); and re-running a finished conversion decides it without building the fast graph, so
-    without importing TensorFlow."""
+    """The layout's sample counts HF's ids (a word over 100 bytes but not 100 characters, 60
+    ids in HF; "…" one id); and re-running a finished conversion decides it without
+    importing TensorFlow."""
     import subprocess
     import sys
 
@@ -616,8 +615,8 @@ def test_blocks_are_encode_example_bytes(per_record, monkeypatch) -> None:
 
 
 def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypatch) -> None:
-    """Chunks start on the fast path while the parity sample runs; when its verdict is
-    against the fast path, what was tokenized meanwhile is redone with HF."""
+    """Chunks start on the compiled road while the parity sample runs; when its verdict is
+    against the compiled road, what was tokenized meanwhile is redone with HF."""
     import threading
 
     from feedgpu.converters.text.chunks import TextRunner
@@ -630,7 +629,7 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
     (src / "a.jsonl").write_text("\n".join(lines) + "\n")
     real_ids, real_line_ids = TextTokenizer.ids, TextTokenizer.line_ids
     real_parity = TextRunner.check_parity
-    before_verdict = 0  # documents the fast path tokenized before the parity check ran
+    before_verdict = 0  # documents the compiled road tokenized before the parity check ran
     chunk_done = threading.Event()
 
     def count(documents: int) -> None:
@@ -660,7 +659,7 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
         return ids
 
     def late_parity(self):  # the verdict arrives only once the whole chunk was tokenized
-        assert chunk_done.wait(timeout=60), "the chunk never took the fast path"
+        assert chunk_done.wait(timeout=60), "the chunk never took the compiled road"
         real_parity(self)
 
     monkeypatch.setattr(TextTokenizer, "ids", wrong_ids)
@@ -669,7 +668,7 @@ def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypa
     out = tmp_path / "out"
     convert_text(str(src), str(out), TextOptions(tokenizer=str(tmp_path / "vocab.txt")), quiet=True)
     manifest = read_manifest(str(out)).to_json()
-    assert before_verdict == 1500  # all of it on the fast path first, then all redone
+    assert before_verdict == 1500  # all of it on the compiled road first, then all redone
     assert manifest["tokenizer"]["road"] == "hf"
     assert manifest["tokenizer"]["mismatch_rate"] == 1.0
     hf = Tokenizer.from_file(str(out / "tokenizer.json"))

@@ -155,12 +155,9 @@ def test_threads_share_one_vocabulary(module: Any) -> None:
         ]
 
 
-def test_fast_ids_join_the_step_and_the_graph(
-    module: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A mixed batch: plain texts by the compiled step, the rest by tensorflow-text, doubtful
-    ones redone by HF, each text's ids back in its place; with FEEDGPU_NO_NATIVE the same ids
-    come from tensorflow-text alone."""
+def test_ids_join_the_step_and_hf(module: Any, tmp_path: Path) -> None:
+    """A mixed batch: plain texts and covered characters by the compiled step, the chunks it
+    declines by HF, each text's ids back in its place."""
     from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
 
     rng = random.Random(3)
@@ -173,10 +170,6 @@ def test_fast_ids_join_the_step_and_the_graph(
     tok = load_tokenizer(spec)
     assert tok.plain_step() is not None
     assert _per_text(*tok.ids(texts)) == expected
-    monkeypatch.setenv(NO_NATIVE_ENV, "1")
-    without = load_tokenizer(spec)
-    assert without.plain_step() is None
-    assert _per_text(*without.ids(texts)) == expected
 
 
 def test_conversion_is_the_same_bytes_without_the_step(
@@ -205,16 +198,12 @@ def test_conversion_is_the_same_bytes_without_the_step(
         assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name
 
 
-@pytest.mark.parametrize("no_native", ["0", "1"])
-def test_typed_special_tokens_take_hfs_ids(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_native: str
-) -> None:
+def test_typed_special_tokens_take_hfs_ids(module: Any, tmp_path: Path) -> None:
     """A document holding "[SEP]" or "[CLS]" as text: HF matches the added token before
-    normalising, the fast paths split it into "[", "sep", "]"; such texts are HF's whole, in
-    plain and other texts alike, with the step and without."""
+    normalising, the compiled step splits it into "[", "sep", "]"; such texts are HF's
+    whole, in plain and other texts alike."""
     from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
 
-    monkeypatch.setenv(NO_NATIVE_ENV, no_native)
     rng = random.Random(5)
     vocab = _vocab(rng, 600)
     (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
@@ -257,27 +246,29 @@ def test_added_tokens_beside_the_vocabulary(
     rng = random.Random(8)
     vocab = _vocab(rng, 400)
     hf = _hf(vocab, True)
-    hf.add_tokens(["##qq", "ab cd", "Kelvin"])
+    hf.add_tokens(["##qq", "ab cd", "Kelvin", "naïve", " lead"])
     tok = TextTokenizer(Tokenizer.from_str(hf.to_str()))
     assert tok.fast_capable and len(tok.tokens()) == len(vocab)
     texts = ["aqq", "x AB\tCD y", "ab\ncd", "\u212aelvin", "CAF\u00c9S", "plain words", "cafe"]
-    assert tok.typed_added(texts) == [1, 2, 3, 4]
+    # HF matches a normalized token's normal form ("naive"), and its leading space as any.
+    texts += ["so NAIVE a", "x\tlead y", "naiv e"]
+    assert tok.typed_added(texts) == [1, 2, 3, 4, 7, 8]
     expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+    assert expected[7] != _per_text(*tok.plain_step().ids([texts[7]])[:2])[0]  # has teeth
     assert _per_text(*tok.ids(texts)) == expected
-    monkeypatch.setenv(NO_NATIVE_ENV, "1")
-    without = TextTokenizer(Tokenizer.from_str(hf.to_str()))
-    assert _per_text(*without.ids(texts)) == expected
+    lines = [json.dumps({"text": t}).encode() + b"\n" for t in texts]  # the JSON-lines step
+    from feedgpu.converters.text.raw_lines import joined
+
+    values, lengths, taken, left = tok.line_ids("text")(*joined(lines))  # type: ignore[misc]
+    assert left.tolist() == [1, 2, 3, 4, 7, 8]
+    assert _per_text(values, lengths) == [expected[i] for i in taken.tolist()]
 
 
-@pytest.mark.parametrize("no_native", ["0", "1"])
-def test_replacement_characters_take_hfs_ids(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_native: str
-) -> None:
-    """U+FFFD (what undecodable bytes are read as): HF's normaliser drops it, tensorflow-text
-    kept it and made the word [UNK]; such texts are redone by HF."""
+def test_replacement_characters_take_hfs_ids(module: Any, tmp_path: Path) -> None:
+    """U+FFFD (what undecodable bytes are read as): HF's normaliser drops it; the compiled
+    step gives HF's ids."""
     from feedgpu.converters.text.tokenizer import TokenizerSpec, load_tokenizer
 
-    monkeypatch.setenv(NO_NATIVE_ENV, no_native)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "world", "cafe", "au", "lait", "##s"]
     (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
     tok = load_tokenizer(TokenizerSpec.parse(str(tmp_path / "vocab.txt")))

@@ -92,8 +92,11 @@ static int holds_token(cursor text, Py_ssize_t len, const Tokens *tk, const unsi
     cursor end = text + len;
     for (const unsigned char *c = stop; *c; c++) {
         for (cursor p = text; p < end && (p = memchr(p, *c, (size_t)(end - p))); p++) {
-            for (Py_ssize_t k = 0; k < tk->count; k++)
+            for (Py_ssize_t k = 0; k < tk->count; k++) {
+                unsigned char w = tk->text[k][0]; /* only the tokens starting here */
+                if (space_class(w) ? !space_class(*c) : fold(w) != fold(*c)) continue;
                 if (matches_at(p, end, tk->text[k], tk->len[k])) return 1;
+            }
         }
     }
     return 0;

@@ -155,11 +155,17 @@ static PyObject *serialize(PyObject *self, PyObject *args) {
     Py_buffer shards_view = {0};
     Column *c = NULL;
     Py_ssize_t *bytes = NULL, *at = NULL, *offset = NULL;
-    if (records < 0 || count < 1 || !(held = PySequence_Tuple(specs))) {
+    /* Bounded before anything is sized by them: no product below can wrap. */
+    if (records < 0 || count < 1 || count > PY_SSIZE_T_MAX / 16 ||
+        !(held = PySequence_Tuple(specs))) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "records, count");
         return NULL;
     }
     cols = PyTuple_GET_SIZE(held);
+    if (records > (PY_SSIZE_T_MAX / 16 - 1) / (cols ? cols : 1)) {
+        Py_DECREF(held);
+        return PyErr_NoMemory();
+    }
     c = PyMem_Calloc((size_t)cols + 1, sizeof(Column));
     at = PyMem_Calloc((size_t)cols + 1, sizeof(Py_ssize_t));
     bytes = PyMem_Malloc(sizeof(Py_ssize_t) * ((size_t)(records * cols) + 1));
@@ -195,13 +201,18 @@ static PyObject *serialize(PyObject *self, PyObject *args) {
         offset[r] = size; /* its features' bytes */
         ends[shard[r]] += 1 + vsize((uint64_t)size) + size + 16;
         per_shard[shard[r]]++;
+        if (ends[shard[r]] > PY_SSIZE_T_MAX / 4) total = -1; /* slices may overlap: no bound */
     }
-    for (Py_ssize_t s = 0; s < count; s++) { /* each group's start, for now */
+    for (Py_ssize_t s = 0; total >= 0 && s < count; s++) { /* each group's start, for now */
         Py_ssize_t size = ends[s];
         ends[s] = total;
-        total += size;
+        total = size > PY_SSIZE_T_MAX / 4 - total ? -1 : total + size;
     }
     Py_END_ALLOW_THREADS
+    if (total < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
     if (!(framed = PyBytes_FromStringAndSize(NULL, total))) goto done;
     unsigned char *base = (unsigned char *)PyBytes_AS_STRING(framed);
     Py_BEGIN_ALLOW_THREADS
@@ -251,7 +262,7 @@ static PyObject *pack(PyObject *self, PyObject *args) {
     Py_ssize_t i = 0;
     for (; n >= 1 && i < k && len[i] >= 0 && len[i] <= m - sum; i++) {
         sum += len[i];
-        rows += (len[i] + n - 1) / n;
+        rows += len[i] / n + (len[i] % n != 0); /* no sum that could wrap */
     }
     if (n < 1 || i != k || sum != m || marks.len != m || rows > PY_SSIZE_T_MAX / 24 / n) {
         PyErr_SetString(PyExc_ValueError, "ids, marks and lengths disagree");
@@ -268,7 +279,7 @@ static PyObject *pack(PyObject *self, PyObject *args) {
     Py_ssize_t at = 0, row = 0;
     for (Py_ssize_t s = 0; s < k; s++) {
         int64_t p = 0, g = 0;
-        Py_ssize_t slots = (len[s] + n - 1) / n * n;
+        Py_ssize_t slots = (len[s] / n + (len[s] % n != 0)) * n;
         for (Py_ssize_t j = 0; j < slots; j++) {
             Py_ssize_t o = row * n + j;
             if (j >= len[s]) { /* padding */

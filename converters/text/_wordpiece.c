@@ -266,15 +266,13 @@ static PyMethodDef methods[] = {
      "that is not plain or holds a character the table (or None) lacks, left out of the ids "
      "and the counts, for the caller)."},
     {"lines", feedgpu_lines, METH_VARARGS,
-     "lines(vocabulary, chars, data, ends, field, triggers[, unk]) -> (int64 ids, int64 "
-     "counts, int64 indexes of the lines so tokenized, int64 indexes of the lines left to the "
-     "caller; all as bytes): line i is data[ends[i]:ends[i + 1]] (data bytes-like, ends an "
-     "int64 buffer); JSON lines whose document is certain and covered (_json_line.h; beyond "
-     "ASCII, by the table, or None) tokenized, in order; blank lines in neither; a text "
-     "that may hold one of tokens (a sequence of bytes: added tokens' texts, ignoring ASCII "
-     "case) left to the caller. With unk (an int, not None): the ids as "
-     "varints (bytes), and two more int64 bytes: each document's varint bytes and ids equal "
-     "to unk."},
+     "lines(vocabulary, chars, data, ends, field, tokens) -> (int64 ids, int64 counts, int64 "
+     "indexes of the lines so tokenized, int64 indexes of the lines left to the caller; all "
+     "as bytes): line i is data[ends[i]:ends[i + 1]] (data bytes-like, ends an int64 buffer); "
+     "JSON lines whose document is certain and covered (_json_line.h; beyond ASCII, by the "
+     "table, or None) tokenized, in order; blank lines in neither; a text that may hold one "
+     "of tokens (a sequence of bytes: added tokens' texts, ignoring ASCII case) left to the "
+     "caller."},
     {NULL, NULL, 0, NULL},
 };
 

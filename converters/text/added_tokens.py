@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +14,7 @@ from typing import Any
 @dataclass(frozen=True)
 class AddedTokens:
     """A tokenizer's added tokens ([CLS], [SEP], words added to it) as they may appear in
-    documents: HF finds them before splitting, the fast paths split them like any text, so a
+    documents: HF finds them before splitting, the compiled step splits them like any text, so a
     text that may hold one goes to HF whole.
 
     HF matches a token added with normalized=False in the raw text, one with normalized=True
@@ -27,7 +27,7 @@ class AddedTokens:
         firsts: the tokens' first characters, as written and in either case.
         pattern: a search for any of them in plain text.
         normalized: whether any is matched in the normalised text.
-        contents: the tokens' texts.
+        contents: the tokens' texts (and a normalized token's normal form).
     """
 
     firsts: str
@@ -36,26 +36,45 @@ class AddedTokens:
     contents: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, config: dict[str, Any]) -> AddedTokens | None:
-        """A tokenizer.json's added tokens; None when it has none."""
+    def of(
+        cls, config: dict[str, Any], normalize: Callable[[str], str] | None = None
+    ) -> AddedTokens | None:
+        """A tokenizer.json's added tokens (normalize: its normaliser, which HF applies to a
+        normalized token's own text too: "café" added to an uncased tokenizer is matched as
+        "cafe"); None when it has none."""
         added = [t for t in config.get("added_tokens") or [] if t["content"]]
         if not added:
             return None
+        variants: set[tuple[str, bool]] = set()
+        for token in added:
+            normalized = token.get("normalized", True)
+            variants.add((token["content"], normalized))
+            if normalized and normalize is not None and normalize(token["content"]):
+                variants.add((normalize(token["content"]), True))
         # Grouped by first character, written as it is when uncased ("[SEP]": "[", then the
         # rest in any case), so the search skips ahead to it at C speed.
         groups: dict[str, list[str]] = {}
-        for token in sorted(added, key=lambda t: len(t["content"]), reverse=True):
-            first, rest = token["content"][0], token["content"][1:]
-            space = "[ \t\n\r]" if token.get("normalized", True) else " "
-            body = "".join(space if c in " \t\n\r" else re.escape(c) for c in rest)
+        for text, normalized in sorted(variants, key=lambda v: (-len(v[0]), v)):
+            space = "[ \t\n\r]" if normalized else " "
+            first = space if text[0] in " \t\n\r" else re.escape(text[0])
+            body = "".join(space if c in " \t\n\r" else re.escape(c) for c in text[1:])
+            if first == re.escape(text[0]):
+                first = (
+                    f"[{re.escape(''.join(sorted({text[0], text[0].lower(), text[0].upper()})))}]"
+                )
             groups.setdefault(first, []).append(body)
-        firsts = {c for first in groups for c in (first, first.lower(), first.upper())}
-        pattern = "|".join(
-            f"[{re.escape(''.join(sorted({f, f.lower(), f.upper()})))}](?i:{'|'.join(rests)})"
-            for f, rests in groups.items()
-        )
+        firsts = {
+            c
+            for text, normalized in variants
+            for c in (
+                " \t\n\r"
+                if normalized and text[0] in " \t\n\r"
+                else (text[0], text[0].lower(), text[0].upper())
+            )
+        }
+        pattern = "|".join(f"{first}(?i:{'|'.join(rests)})" for first, rests in groups.items())
         normalized = any(t.get("normalized", True) for t in added)
-        contents = tuple(t["content"] for t in added)
+        contents = tuple(sorted(text for text, _ in variants))
         return cls("".join(sorted(firsts)), re.compile(pattern), normalized, contents)
 
     def find(self, texts: Sequence[str]) -> list[int]:

@@ -6,7 +6,7 @@ character), and its pre-tokenizer splits at whitespace and punctuation, again ch
 character. So what a character does in any text is what HF does with it alone: it is part of
 a word (as its normal form), a word alone (punctuation, an ideograph), a boundary, or nothing.
 The compiled step (`_wordpiece.c`) looks each character up in a table of those answers; a
-chunk with a character the table lacks is left to the usual path (tensorflow-text, then HF),
+chunk with a character the table lacks is left to HF,
 and its characters are learned for the texts after it. Asking HF makes the table exact by
 construction, whatever Unicode version HF's tables follow.
 

@@ -19,7 +19,7 @@ from typing import Any
 from feedgpu.convert.plan import Skip
 from feedgpu.converters.text.batches import Batch
 
-# Submits a batch to the tokenizer threads: its future, and whether it takes the fast path.
+# Submits a batch to the tokenizer threads: its future, and whether it takes the compiled road.
 Submit = Callable[[Batch], tuple["Future[Any]", bool]]
 
 
@@ -36,7 +36,7 @@ class ChunkBatches:
         self.index = index
         self.skips = skips
         self.pending: deque[tuple[Batch, Future[Any]]] = deque()
-        self.fast_used = False  # a batch took the fast path (redone if the parity check fails)
+        self.fast_used = False  # a batch took the compiled road (redone if the parity check fails)
         self.read_all = False
         self._batches = batches
         # --strict: a skip while reading (or any error reading), raised in turn: one met while

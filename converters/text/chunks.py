@@ -211,7 +211,7 @@ class TextRunner(ShardStage):
             self._parity.result()
         if reading.fast_used and not self.use_fast:  # the parity check failed meanwhile
             on_progress(-reported[0], -reported[1])
-            if following is not None:  # read ahead by the fast path too
+            if following is not None:  # read ahead by the compiled road too
                 following.drop()
             return self._run_chunk(index, on_progress, run, pool, None, ahead)  # with HF
         info = {
@@ -322,7 +322,7 @@ class TextRunner(ShardStage):
 
     def _start_parity(self) -> None:
         """A local run's parity check started on a thread of its own, once, beside the
-        chunks, which take the fast path meanwhile (redone with HF if the verdict is against
+        chunks, which take the compiled road meanwhile (redone with HF if the verdict is against
         it). Not before the first batch is written: started with the run, its Python (and
         the tokenizer's identity) held the GIL while the first batches were read, and the
         second thread waited ~10 ms for its first (benchmarks/RESULTS.md, "Issue 29,

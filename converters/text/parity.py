@@ -100,7 +100,7 @@ def spread_sample(
             at += 1
         source = sources[at]
         if _enterable(source, read):
-            yield from _taken(_documents_from(source, read, place - starts[at]), share)
+            yield from _taken(_documents_from(source, read, place - starts[at], 16 * share), share)
         elif at not in done:
             done.add(at)
             yield from _taken(iter_documents(source.file, read), share)
@@ -112,8 +112,12 @@ def _enterable(source: TextSource, read: ReadOptions) -> bool:
     return lines and not storage.is_remote(source.file.path) and not name.endswith(".gz")
 
 
-def _documents_from(source: TextSource, read: ReadOptions, offset: int) -> Iterator[Any]:
-    """A line-per-document file's documents from the first line starting at or after offset."""
+def _documents_from(
+    source: TextSource, read: ReadOptions, offset: int, limit: int
+) -> Iterator[Any]:
+    """A line-per-document file's documents from the first line starting at or after offset,
+    within limit bytes (a place whose lines hold no document, a wrong --text-field, is not
+    read to the end of its file)."""
     is_json = not source.file.rel.lower().endswith((".txt", ".text"))
     try:
         with open(source.file.path, "rb") as f:
@@ -122,6 +126,9 @@ def _documents_from(source: TextSource, read: ReadOptions, offset: int) -> Itera
                 f.readline()  # the rest of the line the place fell in
             for line in f:
                 yield line_document(line, source.file.rel, is_json, read)
+                limit -= len(line)
+                if limit <= 0:
+                    return
     except OSError:  # the conversion itself reports an unreadable file
         return
 

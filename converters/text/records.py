@@ -147,6 +147,9 @@ class RecordMaker:
         import numpy as np
 
         hashed = route(t.names, self.key)
+        if len(self.split_shards) == 1:  # the usual corpus: one split
+            first, count = next(iter(self.split_shards.values()))
+            return (hashed % np.uint64(count)).astype(np.int64) + first
         placed = np.array([self.split_shards[s] for s in t.splits], np.int64).reshape(-1, 2)
         return (hashed % placed[:, 1].astype(np.uint64)).astype(np.int64) + placed[:, 0]
 

@@ -64,7 +64,7 @@ class TextTokenizer:
         self._lock = threading.Lock()
         # The compiled step reproduces BERT normalisation + pre-tokenisation + WordPiece only.
         # The model's vocabulary in id order (tokens added beside it are not WordPiece's). The
-        # fast paths number tokens by position: ids 0..n-1 without a gap (a vocab.txt with a
+        # compiled step numbers tokens by position: ids 0..n-1 without a gap (a vocab.txt with a
         # line twice has one: HF keeps the later id).
         vocab = model.get("vocab")  # WordPiece's and BPE's, as the config holds it: get_vocab
         if not isinstance(vocab, dict):  # makes the same dict again (~1.5 ms a start)
@@ -148,11 +148,12 @@ class TextTokenizer:
 
     @functools.cached_property
     def _added(self) -> AddedTokens | None:
-        return AddedTokens.of(self.config)
+        normalizer = self.hf.normalizer
+        return AddedTokens.of(self.config, normalizer.normalize_str if normalizer else None)
 
     def typed_added(self, texts: Sequence[str]) -> list[int]:
         """Which texts may hold an added token ("[SEP]" typed in a document), which HF matches
-        before splitting and the fast paths do not: HF tokenizes them whole (`AddedTokens`)."""
+        before splitting and the compiled step does not: HF tokenizes them whole (`AddedTokens`)."""
         return self._added.find(texts) if self._added is not None else []
 
     def tokens(self) -> list[str]:
