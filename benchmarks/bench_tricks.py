@@ -7,9 +7,7 @@ per document (per-document costs weigh most on short ones). A trick is switched 
 replacing, for that run only, the function that implements it with the plain equivalent:
   frozen_heap   no gc.freeze / raised gc threshold around the conversion
   crc_heads     every record's length header CRC computed, none kept
-  in_graph      text examples built per document in Python (encode_example), not in-graph
   orjson        JSON lines parsed by the standard library
-  plain_marks   no document marked plain from its raw line (the graph's RE2 scan decides)
 Also prints how much the page cache grew during each conversion (MB): O_DIRECT shard writing
 was measured this way before it was removed (it was no faster, and its one benefit, page cache
 left untouched, also leaves training right after a conversion reading from disk).
@@ -38,7 +36,7 @@ from dataclasses import asdict, dataclass
 import bench_data
 
 IMAGE_TRICKS = ("frozen_heap", "crc_heads")
-TEXT_TRICKS = ("frozen_heap", "crc_heads", "in_graph", "orjson", "plain_marks")
+TEXT_TRICKS = ("frozen_heap", "crc_heads", "orjson")
 
 
 @dataclass(frozen=True)
@@ -71,7 +69,6 @@ def _cached_mb() -> float:
 def switched_off(trick: str) -> Iterator[None]:
     """The trick replaced by its plain equivalent until the block ends."""
     from feedgpu.convert import gc_freeze as heap
-    from feedgpu.converters.text import chunks as text_chunks
     from feedgpu.converters.text import sources as text_sources
     from feedgpu.format import records
 
@@ -97,13 +94,9 @@ def switched_off(trick: str) -> Iterator[None]:
                 return default
 
         patch(records, "_HEADS", Forgetful())
-    elif trick == "in_graph":
-        patch(text_chunks, "ExampleBuilder", lambda *a, **k: None)
     elif trick == "orjson":
         plain_json = types.SimpleNamespace(loads=json.loads, JSONDecodeError=json.JSONDecodeError)
         patch(text_sources, "orjson", plain_json)
-    elif trick == "plain_marks":
-        patch(text_sources, "_plain_json", lambda text, line: False)
     else:
         raise ValueError(trick)
     try:

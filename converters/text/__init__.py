@@ -1,3 +1,3 @@
 """Text corpora to pre-tokenized shards: options (`options`), the plan (`convert`), reading
-(`sources`), tokenizers (`tokenizer`, `wordpiece_vocab`), the chunk stage (`chunks`, `batches`,
-`pieces`, `examples`, `blocks`), the parity sample (`parity`) and re-tokenizing (`redo`)."""
+(`sources`), tokenizers (`tokenizer`), the chunk stage (`chunks`, `batches`, `records`,
+`pieces`) and the parity sample (`parity`); docs/architecture.md has the map."""

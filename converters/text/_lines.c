@@ -43,55 +43,20 @@ done:
     return result;
 }
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-
-/* Which of the 64 bytes at p are newlines: bit i for p[i]. */
-static inline uint64_t newlines_64(const char *p) {
-    const __m128i nl = _mm_set1_epi8('\n');
-    uint64_t m = 0;
-    for (int k = 0; k < 4; k++) {
-        __m128i b = _mm_loadu_si128((const __m128i *)(p + 16 * k));
-        m |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(b, nl)) << (16 * k);
-    }
-    return m;
-}
-#endif
-
-#define LONG_RUN 4
-
 /* Each newline's end in s[0:len] (the offset after it) into a growing buffer at *out (room
- * for *cap; NULL: none yet); how many, or -1 out of memory. One pass of 64 bytes a step,
- * each step's newlines by their bits, and memchr to the next newline after LONG_RUN steps
- * without one (glibc's is twice as fast over a long line). With a call of memchr a line
- * (twice: counted, then put), reading a 48 MB corpus of short documents took 21.3 ms of the
- * reading thread, this way 16.1; a 1 MB block of ~20-byte lines 879 us, now 232
- * (benchmarks/RESULTS.md, "Issue 29, twelfth session"). */
+ * for *cap; NULL: none yet); how many, or -1 out of memory. */
 static Py_ssize_t newline_ends(const char *s, Py_ssize_t len, int64_t **out, Py_ssize_t *cap) {
-    Py_ssize_t n = 0, i = 0;
-    int empty = 0; /* steps in a row without a newline: past LONG_RUN, memchr skips ahead */
-    for (;;) {
-        if (*cap - n < 64) { /* a step puts at most 64 */
+    Py_ssize_t n = 0;
+    for (const char *p = s; (p = memchr(p, '\n', (size_t)(s + len - p))); p++) {
+        if (n == *cap) {
             Py_ssize_t more = *cap * 2 + 1024;
             int64_t *grown = realloc(*out, (size_t)more * sizeof(int64_t));
             if (!grown) return -1;
             *out = grown, *cap = more;
         }
-#if defined(__SSE2__)
-        if (len - i >= 64 && empty < LONG_RUN) {
-            uint64_t m = newlines_64(s + i);
-            empty = m ? 0 : empty + 1;
-            for (; m; m &= m - 1) (*out)[n++] = i + __builtin_ctzll(m) + 1;
-            i += 64;
-            continue;
-        }
-        empty = 0;
-#endif
-        const char *p = memchr(s + i, '\n', (size_t)(len - i));
-        if (!p) return n;
-        i = p + 1 - s;
-        (*out)[n++] = i;
+        (*out)[n++] = p + 1 - s;
     }
+    return n;
 }
 
 /* Where each line of data[:size] (all of data without size) starts and the last one ends

@@ -20,7 +20,6 @@ from feedgpu.converters.text.raw_lines import RawLines
 from feedgpu.converters.text.records import Tokenized
 from feedgpu.converters.text.sources import (
     Document,
-    DocumentBlock,
     ReadOptions,
     input_bytes,
     iter_blocks,
@@ -128,16 +127,7 @@ class Batch:
                 check_strict(skips, strict)
                 continue
             for found in parse_lines(raw, start, end, read):
-                if isinstance(found, DocumentBlock):  # columns joined whole
-                    self.doc_ids += found.doc_ids
-                    self.texts += found.texts
-                    self.splits += (
-                        [split] * len(found.doc_ids)
-                        if split
-                        else [hash_split(doc_id, fractions) for doc_id in found.doc_ids]
-                    )
-                    self.labels += [None] * len(found.doc_ids)
-                elif isinstance(found, Skip):
+                if isinstance(found, Skip):
                     check_strict([found], strict)
                     skips.append(found)
                 else:
@@ -293,7 +283,7 @@ def iter_batches(
                 batch = fresh(batch)
             docs: Iterable[Document | Skip]
             if isinstance(found, RawLines):  # labelled: parsed here, document by document
-                docs = _one_by_one(parse_lines(found, 0, len(found), read))
+                docs = parse_lines(found, 0, len(found), read)
             else:
                 docs = (found,)
             for doc in docs:
@@ -331,12 +321,3 @@ class _Fresh:
             self.left -= before.chars if before is not None else 0
             limit = min(limit, max(EDGE_CHARS, self.left // 3))
         return Batch(limit=limit)
-
-
-def _one_by_one(parsed: Iterable[DocumentBlock | Document | Skip]) -> Iterator[Document | Skip]:
-    """Parsed lines' documents (and skips) one by one."""
-    for found in parsed:
-        if isinstance(found, DocumentBlock):
-            yield from found.documents()
-        else:
-            yield found

@@ -11,7 +11,6 @@ import glob
 import gzip
 import itertools
 import json
-import operator
 import os
 import re
 import zlib
@@ -235,22 +234,6 @@ def line_document(
     return Document(where, text.rstrip("\r\n"))
 
 
-@dataclass(frozen=True)
-class DocumentBlock:
-    """Consecutive usual lines of one JSONL file as columns: ids and texts.
-
-    A Document per line (its own parse, checks and object) was about half of the work of
-    reading short documents; a block is parsed with a few C-level passes over its lines.
-    """
-
-    doc_ids: list[str]
-    texts: list[str]
-
-    def documents(self) -> Iterator[Document]:
-        """The block's documents one by one."""
-        return map(Document, self.doc_ids, self.texts)
-
-
 def _raw_lines(file: SourceFile) -> Iterator[RawLines | Skip]:
     """A JSONL file's lines in blocks of BLOCK_LINES at most, as read (`raw_lines`): a local
     file's by `read_blocks`, a remote one's taken from its stream of lines (a binary file: a
@@ -278,32 +261,12 @@ def _line_blocks(path: str) -> Iterator[tuple[bytes, Any]]:
 
 def parse_lines(
     raw: RawLines, start: int, end: int, options: ReadOptions
-) -> Iterator[DocumentBlock | Document | Skip]:
-    """The documents of lines start..end of raw, unlabelled: a `DocumentBlock` when every line
-    is usual, else line by line as `iter_documents` reads them (a blank, malformed, non-object
-    line, or one without a non-blank string text, makes a Skip or nothing)."""
-    return parse_block(raw.rel, raw.number + start, raw.lines(start, end), options)
-
-
-def parse_block(
-    rel: str, number: int, block: list[bytes], options: ReadOptions
-) -> Iterator[DocumentBlock | Document | Skip]:
-    """`parse_lines` of lines given as bytes, the first numbered `number` in file rel."""
-    get = operator.itemgetter(options.text_field)
-    try:
-        texts = list(map(get, map(orjson.loads, block)))
-        usual = set(map(type, texts)) == {str} and all(texts)
-        usual = usual and not any(map(str.isspace, texts))
-    except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
-        usual = False
-    if usual:
-        prefix = f"{rel}:"
-        yield DocumentBlock(
-            list(map(prefix.__add__, map(str, range(number, number + len(block))))), texts
-        )
-        return
-    for offset, line in enumerate(block):
-        found = line_document(line, f"{rel}:{number + offset}", True, options)
+) -> Iterator[Document | Skip]:
+    """The documents of lines start..end of raw, unlabelled, as `iter_documents` reads them
+    (a blank, malformed, non-object line, or one without a non-blank string text, makes a
+    Skip or nothing)."""
+    for offset, line in enumerate(raw.lines(start, end)):
+        found = line_document(line, f"{raw.rel}:{raw.number + start + offset}", True, options)
         if found is not None:
             yield found
 

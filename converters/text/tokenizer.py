@@ -11,6 +11,7 @@ character its table cannot hold, and a text that may hold an added token's text
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import json
 import logging
@@ -22,7 +23,6 @@ from typing import Any
 
 from feedgpu.converters.text.added_tokens import AddedTokens
 from feedgpu.converters.text.char_table import describer
-from feedgpu.converters.text.identity import content_hash
 from feedgpu.converters.text.native import NO_NATIVE_ENV, native_module
 from feedgpu.converters.text.plain_wordpiece import LineIds, PlainWordPiece, flat_ids, splice_ids
 from feedgpu.converters.text.tokenizer_spec import TokenizerSpec
@@ -88,7 +88,8 @@ class TextTokenizer:
     @functools.cached_property
     def identity(self) -> str:
         """Content hash of the tokenizer: the same vocabulary and settings, the same hash."""
-        return content_hash(self.config)
+        text = json.dumps(self.config, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def special_ids(self) -> tuple[list[int], list[int]]:
         """Ids the tokenizer adds before and after a single sequence."""
