@@ -3,10 +3,8 @@ windows (--stride) or packed sequences (--pack), each routed to its shard, then 
 framed grouped by shard in one compiled call (`_records.serialize`), without the GIL; where it
 is not built, by the Python reference (`format.records`), the same bytes.
 
-A record goes to the shard its (first) document's seeded hash picks (`names.route`), so
-neither shards nor bytes depend on thread counts.
-Blocks are cut within a batch, whose documents do not depend on threads either: never across a
-split, never across batches.
+A record goes to the shard its (first) document's seeded hash picks (`names.route`), and
+blocks are cut within a batch (never across a split): neither depends on thread counts.
 """
 
 from __future__ import annotations
@@ -339,13 +337,9 @@ class Packer:
         """Each shard's last sequence, padded."""
         import numpy as np
 
-        streams, shards = [], []
-        for shard, (stream, marks) in sorted(self.carry.items()):
-            if len(stream):
-                streams.append((stream, marks))
-                shards.append(shard)
+        left = [(shard, tail) for shard, tail in sorted(self.carry.items()) if len(tail[0])]
         self.carry = {}
-        return self._records(streams, np.array(shards, np.int64))
+        return self._records([t for _, t in left], np.array([s for s, _ in left], np.int64))
 
     def _records(self, streams: list[Any], shards: Any) -> tuple[bytes, list[Any], Any, Any]:
         """Sequences of streams (each a whole number of sequences, or one to pad)."""
