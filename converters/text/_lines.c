@@ -87,7 +87,7 @@ PyObject *feedgpu_line_ends(PyObject *self, PyObject *args) {
     if (result) {
         int64_t *out = (int64_t *)PyBytes_AS_STRING(result);
         out[0] = 0;
-        memcpy(out + 1, ends, (size_t)count * sizeof(int64_t));
+        if (count) memcpy(out + 1, ends, (size_t)count * sizeof(int64_t)); /* none: NULL */
         if (open) out[1 + count] = len;
     }
     free(ends);
