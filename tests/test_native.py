@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tokenizers import Tokenizer
+from tokenizers import AddedToken, Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 
 from feedgpu.converters.text.native import NO_NATIVE_ENV
@@ -247,12 +247,13 @@ def test_added_tokens_beside_the_vocabulary(
     vocab = _vocab(rng, 400)
     hf = _hf(vocab, True)
     hf.add_tokens(["##qq", "ab cd", "Kelvin", "naïve", " lead"])
+    hf.add_tokens([AddedToken("\tzz", normalized=False)])  # matched as written: a tab
     tok = TextTokenizer(Tokenizer.from_str(hf.to_str()))
     assert tok.fast_capable and len(tok.tokens()) == len(vocab)
     texts = ["aqq", "x AB\tCD y", "ab\ncd", "\u212aelvin", "CAF\u00c9S", "plain words", "cafe"]
     # HF matches a normalized token's normal form ("naive"), and its leading space as any.
-    texts += ["so NAIVE a", "x\tlead y", "naiv e"]
-    assert tok.typed_added(texts) == [1, 2, 3, 4, 7, 8]
+    texts += ["so NAIVE a", "x\tlead y", "naiv e", "x\tzzq", "x zzq"]
+    assert tok.typed_added(texts) == [1, 2, 3, 4, 7, 8, 10]
     expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
     assert expected[7] != _per_text(*tok.plain_step().ids([texts[7]])[:2])[0]  # has teeth
     assert _per_text(*tok.ids(texts)) == expected
@@ -260,7 +261,7 @@ def test_added_tokens_beside_the_vocabulary(
     from feedgpu.converters.text.raw_lines import joined
 
     values, lengths, taken, left = tok.line_ids("text")(*joined(lines))  # type: ignore[misc]
-    assert left.tolist() == [1, 2, 3, 4, 7, 8]
+    assert left.tolist() == [1, 2, 3, 4, 7, 8, 10, 11]  # the step's search: any space
     assert _per_text(values, lengths) == [expected[i] for i in taken.tolist()]
 
 
@@ -610,8 +611,8 @@ def test_line_bounds_are_where_readlines_cuts(
     rng = np.random.default_rng(14)
     cases = [b"", b"a", b"\n", b"\n\n", b"a\r\nb\rc", b"x\ny\n"]
     cases += [rng.choice([10, 13, 97, 0, 255], int(n)).astype(np.uint8).tobytes() for n in (9, 500)]
-    cases += [b"\n" * 5000, b"a" * 63 + b"\n" + b"b" * 64 + b"\n" + b"c" * 200]  # 64-byte steps
-    cases += [b"x" * 3000 + b"\n" + b"y" * 700 + b"\nz\n" + b"w" * 257]  # long lines: memchr
+    cases += [b"\n" * 5000, b"a" * 63 + b"\n" + b"b" * 64 + b"\n" + b"c" * 200]
+    cases += [b"x" * 3000 + b"\n" + b"y" * 700 + b"\nz\n" + b"w" * 257]  # long lines
     cases += [rng.choice([10] + [97] * 99, 20_000).astype(np.uint8).tobytes()]
     for data in cases:
         lines = io.BytesIO(data).readlines()

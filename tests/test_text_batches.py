@@ -172,3 +172,19 @@ def test_batch_statistics_summed_in_arrays_match_counting_each_document(tmp_path
         got = pieces[key]
         assert {k: got[k] for k in ("documents", "doc_tokens", "unknown")} == expected[key]
         assert got["lengths"] == dict(sorted(lengths[key].items()))
+
+
+def test_parsing_a_batchs_lines_leaves_what_filled_it_alone() -> None:
+    """A batch's lines parsed on a tokenizer thread (no compiled step) add their documents
+    but not their characters: the reading thread reads `chars` meanwhile to cut the next
+    batches, which must never depend on timing."""
+    from feedgpu.converters.text.batches import Batch
+    from feedgpu.converters.text.raw_lines import RawLines, joined
+    from feedgpu.converters.text.sources import ReadOptions
+
+    data, ends = joined([json.dumps({"text": f"doc {i}"}).encode() + b"\n" for i in range(5)])
+    batch = Batch()
+    batch.add_lines(RawLines("a.jsonl", 1, data, ends), 0, 5, "train")
+    filled = batch.chars
+    batch.parse(ReadOptions(), {"train": 1.0}, strict=False)
+    assert batch.texts == [f"doc {i}" for i in range(5)] and batch.chars == filled

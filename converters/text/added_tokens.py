@@ -55,9 +55,11 @@ class AddedTokens:
         # rest in any case), so the search skips ahead to it at C speed.
         groups: dict[str, list[str]] = {}
         for text, normalized in sorted(variants, key=lambda v: (-len(v[0]), v)):
-            space = "[ \t\n\r]" if normalized else " "
-            first = space if text[0] in " \t\n\r" else re.escape(text[0])
-            body = "".join(space if c in " \t\n\r" else re.escape(c) for c in text[1:])
+            # Normalized: any of space, tab, LF and CR where it has one; else as written.
+            def part(c: str, normalized: bool = normalized) -> str:
+                return "[ \t\n\r]" if normalized and c in " \t\n\r" else re.escape(c)
+
+            first, body = part(text[0]), "".join(map(part, text[1:]))
             if first == re.escape(text[0]):
                 first = (
                     f"[{re.escape(''.join(sorted({text[0], text[0].lower(), text[0].upper()})))}]"

@@ -90,12 +90,16 @@ class Batch:
             labels = np.array(self.labels, np.int64)
         return Tokenized(ids, lengths, self.names(), self.splits, labels)
 
-    def add(self, doc: Document, split: str, label: int | None) -> None:
+    def add(self, doc: Document, split: str, label: int | None, counted: bool = True) -> None:
+        """A document (counted: its characters fill the batch; not for a line `parse` reads on
+        a tokenizer thread, whose bytes filled it already: the reading thread reads `chars`
+        meanwhile, and the batches' cuts must never depend on timing)."""
         self.doc_ids.append(doc.doc_id)
         self.texts.append(doc.text)
         self.splits.append(split)
         self.labels.append(label)
-        self.chars += len(doc.text)
+        if counted:
+            self.chars += len(doc.text)
 
     def add_lines(self, raw: RawLines, start: int, end: int, split: str | None) -> None:
         """Lines start..end of raw, to parse on a tokenizer thread."""
@@ -131,7 +135,7 @@ class Batch:
                     check_strict([found], strict)
                     skips.append(found)
                 else:
-                    self.add(found, split or hash_split(found.doc_id, fractions), None)
+                    self.add(found, split or hash_split(found.doc_id, fractions), None, False)
         if len(parts) == 1:
             self.step_ids = (parts[0][0], parts[0][1], todo)
         elif parts:

@@ -58,9 +58,7 @@ def read_blocks(f: IO[bytes]) -> Iterator[tuple[bytes, Any]]:
     newline; a line longer than a read waits for its end.
 
     A block is the bytes read, whole: cut at its last newline, each block's bytes were copied
-    once more (reading a 48 MB corpus into blocks took 27-30 ms of the reading thread, 12-16
-    with this and the line ends' one pass; benchmarks/RESULTS.md, "Issue 29, twelfth
-    session"). A plain file's part line after it is
+    once more. A plain file's part line after it is
     read again with the next block; a gzip file's (whose seeking back decompresses from its
     start) and a pipe's are joined to the next read."""
     parts: list[Any] = []
