@@ -116,14 +116,6 @@ MARKUP = ("[1913 Webster]", "[1]", "<b>", "</b>", "{{cite}}", "#tag", " | ", "x[
 MARKUP_CHARS = "[]<>{}#|"
 
 
-def _documents(folder: str) -> list[str]:
-    docs = []
-    for name in sorted(os.listdir(folder)):
-        with open(os.path.join(folder, name), encoding="utf-8") as f:
-            docs += [json.loads(line)["text"] for line in f]
-    return docs
-
-
 def _write(folder: str, docs: list[str]) -> None:
     """Documents as JSONL files of about equal size (one a tenth), synced."""
     os.makedirs(folder, exist_ok=True)
@@ -139,9 +131,12 @@ def _write(folder: str, docs: list[str]) -> None:
 _MADE: dict[str, list[str]] = {}  # a length profile's documents, made once a run
 
 
-def corpora(profile: str, root: str, small_mb: float, large_mb: float) -> tuple[str, str]:
-    """The profile's small and large corpus folders (the small one the large one's start);
-    markup, markup-free and pack are the real profile's documents."""
+def corpora(
+    profile: str, root: str, small_mb: float, large_mb: float
+) -> tuple[str, str, list[str], int]:
+    """The profile's small and large corpus folders (the small one the large one's start,
+    its first `cut` documents), and the large one's documents; markup, markup-free and pack
+    are the real profile's documents."""
     import random
 
     length = {"markup": "real", "markup-free": "real", "pack": "real"}.get(profile, profile)
@@ -166,23 +161,23 @@ def corpora(profile: str, root: str, small_mb: float, large_mb: float) -> tuple[
         size += len(docs[cut].encode()) + 12
         cut += 1
     _write(small, docs[:cut])
-    return small, large
+    return small, large, docs, cut
 
 
 def measure(args: argparse.Namespace, profile: str, root: str, vocab: str, tok) -> Row:
-    small, large = corpora(profile, root, args.small_mb, args.large_mb)
+    small, large, docs, cut = corpora(profile, root, args.small_mb, args.large_mb)
     pack = 1024 if profile == "pack" else None
     out = os.path.join(root, "out")
     times: dict[str, list[float]] = {"small": [], "large": []}
     for _ in range(args.rounds):
         for name, src in (("small", small), ("large", large)):
             times[name].append(run_ours(src, out, vocab, pack))
-    tokens = {name: _tokens(tok, src) for name, src in (("small", small), ("large", large))}
+    counts = _tokens(tok, docs)  # each document's, counted once for both corpora
+    tokens = {"small": sum(counts[:cut]), "large": sum(counts)}
     small_s, large_s = (statistics.median(times[k]) for k in ("small", "large"))
     if large_s <= small_s:  # no marginal rate to be had: the corpora are too close in size
         sys.exit(f"{profile}: the large corpus converted no slower than the small one")
     ours = (tokens["large"] - tokens["small"]) / (large_s - small_s)
-    docs = _documents(large)
     ref, size = [], 0
     for d in docs:
         if size > args.ref_mb * 1e6:
@@ -204,15 +199,14 @@ def measure(args: argparse.Namespace, profile: str, root: str, vocab: str, tok) 
     return row
 
 
-def _tokens(tok, src: str) -> int:
-    """The corpus's tokens (special tokens not counted), by HF: the same count for every
+def _tokens(tok, docs: list[str]) -> list[int]:
+    """Each document's tokens (special tokens not counted), by HF: the same count for every
     contender."""
-    return sum(
+    return [
         len(e.ids)
-        for docs in [_documents(src)]
         for i in range(0, len(docs), 2000)
         for e in tok.hf.encode_batch(docs[i : i + 2000], add_special_tokens=False)
-    )
+    ]
 
 
 def main(argv: list[str] | None = None) -> list[Row]:

@@ -43,7 +43,7 @@ def test_bench_convert_text_smoke(capsys, vocab_txt: Path) -> None:
         assert row.plain_tok_s > 0 and row.threads_tok_s > 0
         # the ratios are of the marginal rate: tokens between the corpora over seconds between
         assert row.large_s > row.small_s and row.ours_tok_s > 0
-        assert row.ours_vs_plain == round(row.ours_tok_s / row.plain_tok_s, 2)
+        assert abs(row.ours_vs_plain - row.ours_tok_s / row.plain_tok_s) < 0.01
     out = capsys.readouterr().out
     assert "markup / markup-free" in out and "floors:" in out
 

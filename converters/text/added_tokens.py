@@ -55,11 +55,8 @@ class AddedTokens:
         # rest in any case), so the search skips ahead to it at C speed.
         groups: dict[str, list[str]] = {}
         for text, normalized in sorted(variants, key=lambda v: (-len(v[0]), v)):
-            # Normalized: any of space, tab, LF and CR where it has one; else as written.
-            def part(c: str, normalized: bool = normalized) -> str:
-                return "[ \t\n\r]" if normalized and c in " \t\n\r" else re.escape(c)
-
-            first, body = part(text[0]), "".join(map(part, text[1:]))
+            first = _pattern_char(text[0], normalized)
+            body = "".join(_pattern_char(c, normalized) for c in text[1:])
             if first == re.escape(text[0]):
                 first = (
                     f"[{re.escape(''.join(sorted({text[0], text[0].lower(), text[0].upper()})))}]"
@@ -94,6 +91,12 @@ class AddedTokens:
                 ends = list(itertools.accumulate(len(text) + 1 for text in texts))
                 found.update(bisect.bisect_right(ends, start) for start in starts)
         return sorted(found)
+
+
+def _pattern_char(c: str, normalized: bool) -> str:
+    """A token's character in the search: for a normalized token, a space, tab, LF or CR is
+    any of them (HF's normaliser makes them spaces); else the character as written."""
+    return "[ \t\n\r]" if normalized and c in " \t\n\r" else re.escape(c)
 
 
 # What plain text (printable ASCII, tab, CR, LF) cannot hold.

@@ -78,7 +78,9 @@ class Batch:
     def names(self) -> Names:
         """Every document's name, in order."""
         parts = [Names.numbered(prefix, lines) for prefix, lines in self.runs]
-        return Names.join([*parts, Names.of(self.doc_ids)])
+        if self.doc_ids or not parts:
+            parts.append(Names.of(self.doc_ids))
+        return Names.join(parts)
 
     def tokenized(self, tokenize: Callable[[list[str]], tuple[Any, Any]]) -> Tokenized:
         """The batch as tokenized (`ids`)."""
@@ -90,16 +92,19 @@ class Batch:
             labels = np.array(self.labels, np.int64)
         return Tokenized(ids, lengths, self.names(), self.splits, labels)
 
-    def add(self, doc: Document, split: str, label: int | None, counted: bool = True) -> None:
-        """A document (counted: its characters fill the batch; not for a line `parse` reads on
-        a tokenizer thread, whose bytes filled it already: the reading thread reads `chars`
-        meanwhile, and the batches' cuts must never depend on timing)."""
+    def add(self, doc: Document, split: str, label: int | None) -> None:
+        """A document read, its characters filling the batch."""
+        self._append(doc, split, label)
+        self.chars += len(doc.text)
+
+    def _append(self, doc: Document, split: str, label: int | None) -> None:
+        """A document into the columns. (A line `parse` reads on a tokenizer thread filled the
+        batch by its bytes already; the reading thread reads `chars` meanwhile, and the
+        batches' cuts must never depend on timing.)"""
         self.doc_ids.append(doc.doc_id)
         self.texts.append(doc.text)
         self.splits.append(split)
         self.labels.append(label)
-        if counted:
-            self.chars += len(doc.text)
 
     def add_lines(self, raw: RawLines, start: int, end: int, split: str | None) -> None:
         """Lines start..end of raw, to parse on a tokenizer thread."""
@@ -135,7 +140,7 @@ class Batch:
                     check_strict([found], strict)
                     skips.append(found)
                 else:
-                    self.add(found, split or hash_split(found.doc_id, fractions), None, False)
+                    self._append(found, split or hash_split(found.doc_id, fractions), None)
         if len(parts) == 1:
             self.step_ids = (parts[0][0], parts[0][1], todo)
         elif parts:

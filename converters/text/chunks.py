@@ -148,8 +148,7 @@ class TextRunner(ShardStage):
             return self._run_chunk(index, on_progress, run, pool)[0]
 
     def _threads(self, run: RunOptions) -> int:
-        # One a core (than two: real-like 4% faster, short 1.5%, Cyrillic the same; RESULTS.md,
-        # "Issue 29, ninth session").
+        # One thread a core: with two a core, real-like text converted 4% slower, short 1.5%.
         return run.worker_count()
 
     def _reading(self, index: int, strict: bool) -> ChunkBatches:

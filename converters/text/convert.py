@@ -177,12 +177,7 @@ def plan_text_dataset(
 
 
 def _id_counts(tokenizer: TextTokenizer, texts: list[str]) -> list[int]:
-    """How many ids HF gives each text: `TextTokenizer.ids` where the compiled step is built
-    (it needs no TensorFlow: what the step cannot take goes to HF), else HF's. HF alone made
-    the layout's sample of long documents a tenth of the tokenizer's work in a conversion,
-    serially (benchmarks/RESULTS.md, "Issue 29, sixth session")."""
-    if tokenizer.plain_step() is None:
-        return [len(ids) for ids in tokenizer.encode_reference(texts)]
+    """How many ids HF gives each text, by the tokenizer's road (`TextTokenizer.ids`)."""
     counts: list[int] = tokenizer.ids(texts)[1].tolist()
     return counts
 
@@ -197,10 +192,9 @@ def _mean_ids(
     dozen (at 64 from the first, planning a 50 MB corpus of ~2,300-token documents spent
     0.13 s here, serially; benchmarks/RESULTS.md, "Issue 29, fourth session").
 
-    By HF's counts (`_id_counts`), not the fast graph: the graph would be built here, before
-    the run knows whether the dataset is already complete, and re-running a complete
-    conversion then imported TensorFlow to decide a layout it did not need (2.8 s instead of
-    0.09; benchmarks/RESULTS.md, "the layout's sample").
+    Counted without TensorFlow (`_id_counts`): planning runs before the run knows whether
+    the dataset is already complete, and re-running a complete conversion must not import
+    it to decide a layout it does not need.
     """
     extra = sum(map(len, tokenizer.special_ids())) if options.special else 0
     limit = options.max_length or 1 << 62

@@ -95,9 +95,7 @@ def joined(lines: list[bytes]) -> tuple[bytes, Any]:
 def line_bounds(data: bytes, size: int | None = None) -> Any:
     """Where each line of data[:size] (of data: size None) starts and the last ends, int64
     numpy (lines end after b"\\n", as `readlines` cuts them). By the compiled step (memchr)
-    where built: numpy compares and flags every byte (reading a 50 MB corpus into batches
-    took 0.021 CPU-s by memchr, 0.027 with numpy; benchmarks/RESULTS.md, "Issue 29, seventh
-    session")."""
+    where built; numpy, which compares every byte, where not."""
     import numpy as np
 
     size = len(data) if size is None else size

@@ -249,12 +249,10 @@ class RecordMaker:
         order = np.argsort(shards, kind="stable")
         slices = np.repeat(order * 3, 3) + np.tile(np.arange(3), len(order))
         spans, starts = spans[slices], starts[slices]
-        grouped = pool[
-            np.repeat(starts - (np.cumsum(spans) - spans), spans) + np.arange(spans.sum())
-        ]
-        first = np.zeros(len(grouped), np.uint8)
-        placed = (np.cumsum(sizes[order]) - sizes[order])[sizes[order] > 0]
-        first[placed] = 1
+        grouped = pool[np.repeat(starts, spans) + _ranks(spans)]
+        ordered = sizes[order]
+        first = np.zeros(len(grouped), np.uint8)  # each document's first id
+        first[(np.cumsum(ordered) - ordered)[ordered > 0]] = 1
         ends = np.cumsum(np.bincount(shards, weights=sizes, minlength=self.count)).astype(np.int64)
         return shards, t.lengths + self.extra, self._unknown(t), grouped, first, ends
 

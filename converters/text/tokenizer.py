@@ -196,9 +196,8 @@ class TextTokenizer:
             return step.lines_of(field)
         # Texts beyond ASCII stay with `ids` (HF's, whole) where an added token could hide in
         # them unseen by the byte search: one HF matches after normalising (an accented
-        # spelling), or one whose first character is itself beyond ASCII.
-        beyond = not added.normalized and added.firsts.isascii()
-        return step.lines_of(field, added.contents, beyond)
+        # spelling, a compatibility form).
+        return step.lines_of(field, added.contents, beyond_ascii=not added.normalized)
 
     def road(self) -> tuple[str, str]:
         """The road this tokenizer's texts take, and why: ("compiled", what it declines) or
