@@ -33,13 +33,14 @@ BEAM_CHATTER = re.compile(r"^(INFO|WARNING|DEBUG):(root|__main__|apache_beam)[.:
 
 
 def load_tensorflow(verbose: bool = False) -> None:
-    """Import TensorFlow and let it find its devices, without its native start-up chatter.
+    """Import TensorFlow and let it find its devices, without its native start-up chatter
+    (verbose: with it).
 
     Device discovery only lists devices: GPU memory policy can still be set after it.
     """
-    if verbose or "tensorflow" in sys.modules:
+    if "tensorflow" in sys.modules:
         return
-    with filtered_native_stderr(TF_CHATTER):
+    with contextlib.nullcontext() if verbose else filtered_native_stderr(TF_CHATTER):
         import tensorflow as tf
 
         tf.config.list_physical_devices()

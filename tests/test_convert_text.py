@@ -614,61 +614,25 @@ def test_blocks_are_encode_example_bytes(per_record, monkeypatch) -> None:
     assert [d["input_ids"] for d in documents] == [[101, *per_doc[i], 102] for i in order]
 
 
-def test_a_failed_parity_check_redoes_the_chunk_with_hf(tmp_path: Path, monkeypatch) -> None:
-    """Chunks start on the compiled road while the parity sample runs; when its verdict is
-    against the compiled road, what was tokenized meanwhile is redone with HF."""
-    import threading
-
-    from feedgpu.converters.text.chunks import TextRunner
-
+def test_a_failed_parity_check_leaves_every_document_to_hf(tmp_path: Path, monkeypatch) -> None:
+    """The parity sample runs before the chunks: when it finds the compiled road wrong, HF
+    tokenizes every document and the manifest says why."""
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "!"]
     (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
     src = tmp_path / "src"
     src.mkdir()
     lines = [json.dumps({"text": "hello worlds! " * (i % 7 + 1)}) for i in range(1500)]
     (src / "a.jsonl").write_text("\n".join(lines) + "\n")
-    real_ids, real_line_ids = TextTokenizer.ids, TextTokenizer.line_ids
-    real_parity = TextRunner.check_parity
-    before_verdict = 0  # documents the compiled road tokenized before the parity check ran
-    chunk_done = threading.Event()
-
-    def count(documents: int) -> None:
-        nonlocal before_verdict
-        if threading.current_thread() is threading.main_thread():
-            return  # planning's layout sample, not the chunk (tokenized on its own threads)
-        if not chunk_done.is_set():
-            before_verdict += documents
-            if before_verdict >= 1500:
-                chunk_done.set()
+    real_ids = TextTokenizer.ids
 
     def wrong_ids(self, texts):  # a compiled road that disagrees with HF
-        count(len(texts))
         values, lengths = real_ids(self, texts)
         return (values + 1) % len(vocab), lengths
 
-    def wrong_line_ids(self, field):  # its lines parsed and tokenized at once (where built)
-        step = real_line_ids(self, field)
-        if step is None:
-            return None
-
-        def ids(data, ends, unk=None):  # int64 ids, whether or not varints are asked for
-            values, lengths, taken, left = step(data, ends)
-            count(len(taken))
-            return (values + 1) % len(vocab), lengths, taken, left
-
-        return ids
-
-    def late_parity(self):  # the verdict arrives only once the whole chunk was tokenized
-        assert chunk_done.wait(timeout=60), "the chunk never took the compiled road"
-        real_parity(self)
-
     monkeypatch.setattr(TextTokenizer, "ids", wrong_ids)
-    monkeypatch.setattr(TextTokenizer, "line_ids", wrong_line_ids)
-    monkeypatch.setattr(TextRunner, "check_parity", late_parity)
     out = tmp_path / "out"
     convert_text(str(src), str(out), TextOptions(tokenizer=str(tmp_path / "vocab.txt")), quiet=True)
     manifest = read_manifest(str(out)).to_json()
-    assert before_verdict == 1500  # all of it on the compiled road first, then all redone
     assert manifest["tokenizer"]["road"] == "hf"
     assert manifest["tokenizer"]["mismatch_rate"] == 1.0
     hf = Tokenizer.from_file(str(out / "tokenizer.json"))

@@ -149,7 +149,7 @@ def test_batch_statistics_summed_in_arrays_match_counting_each_document(tmp_path
 
     rng = np.random.default_rng(3)
     names = [f"train-{i:05d}" for i in range(5)]
-    writer = ChunkWriter(str(tmp_path), names, None, None)
+    writer = ChunkWriter(str(tmp_path), names, None)
     expected: dict[str, dict] = {n: {"documents": 0, "doc_tokens": 0, "unknown": 0} for n in names}
     lengths: dict[str, dict[int, int]] = {n: {} for n in names}
     for longest in (40, 9000, 300, 20000, 60):

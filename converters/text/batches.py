@@ -21,7 +21,6 @@ from feedgpu.converters.text.records import Tokenized
 from feedgpu.converters.text.sources import (
     Document,
     ReadOptions,
-    input_bytes,
     iter_blocks,
     line_document,
     parse_lines,
@@ -39,12 +38,6 @@ if TYPE_CHECKING:
 # "batches by size").
 BATCH_DOCS = 8192
 BATCH_CHARS = 1 << 20
-# A run's first chunk starts with batches of an eighth, a quarter and half of BATCH_CHARS, so the
-# second thread has work sooner; its last chunk ends with batches of a third of what is left to
-# read (but EDGE_CHARS at least), so its last batch keeps one thread busy while the other has
-# nothing left for a short time, not a whole batch's (~13 ms of a 48 MB conversion's 0.35 s:
-# benchmarks/RESULTS.md, "Issue 29, eleventh session").
-EDGE_CHARS = BATCH_CHARS >> 3
 
 
 @dataclass
@@ -67,13 +60,12 @@ class Batch:
     # yet, in runs of (prefix, line numbers: int64 numpy), before any of doc_ids (`names`).
     runs: list[tuple[str, Any]] = field(default_factory=list)
     in_runs: int = 0
-    limit: int = BATCH_CHARS  # its chars (`iter_batches`)
 
     def __len__(self) -> int:
         return len(self.doc_ids) + self.in_runs
 
     def full(self) -> bool:
-        return len(self) + self.lines >= BATCH_DOCS or self.chars >= self.limit
+        return len(self) + self.lines >= BATCH_DOCS or self.chars >= BATCH_CHARS
 
     def names(self) -> Names:
         """Every document's name, in order."""
@@ -243,19 +235,15 @@ def iter_batches(
     labels: Labels,
     skips: list[Skip],
     strict: bool,
-    first: bool = False,
-    last: bool = False,
 ) -> Iterator[Batch]:
     """Sources' documents in batches (BATCH_DOCS, BATCH_CHARS; the last may be short);
     skips appended, but for lines a batch holds unparsed (`Batch.parse` returns theirs).
-    first, last: the run's first or last chunk, whose batches are smaller at its start or end
-    (EDGE_CHARS): by the input's bytes alone, so the cuts never depend on threads or timing.
+    The cuts depend on the input alone, never on threads or timing.
 
     Raises:
         InputError: a skip under --strict.
     """
-    fresh = _Fresh(first, sum(input_bytes(s.file) for s in sources) if last else None)
-    batch = fresh()
+    batch = Batch()
     fractions, label_index = labels.fractions, labels.index
     one_split = next(iter(fractions)) if len(fractions) == 1 else None
     for source in sources:
@@ -264,18 +252,18 @@ def iter_batches(
             if isinstance(found, Skip):  # a file refused whole (binary, unreadable)
                 if strict and batch.raw:  # lines read before it may hold the first error
                     yield batch
-                    batch = fresh(batch)
+                    batch = Batch()
                 check_strict([found], strict)
                 skips.append(found)
                 continue
             if isinstance(found, RawLines) and not label_index:
                 if len(batch):  # a batch is lines or documents, in order
                     yield batch
-                    batch = fresh(batch)
+                    batch = Batch()
                 start, size = 0, len(found)
                 while start < size:  # cut by the lines alone, whatever blocks they came in
                     # Up to the line that fills the batch's bytes, or its count.
-                    budget = int(found.ends[start]) + batch.limit - batch.chars
+                    budget = int(found.ends[start]) + BATCH_CHARS - batch.chars
                     end = min(
                         size,
                         start + BATCH_DOCS - batch.lines,
@@ -285,11 +273,11 @@ def iter_batches(
                     start = end
                     if batch.full():
                         yield batch
-                        batch = fresh(batch)
+                        batch = Batch()
                 continue
             if batch.raw:
                 yield batch
-                batch = fresh(batch)
+                batch = Batch()
             docs: Iterable[Document | Skip]
             if isinstance(found, RawLines):  # labelled: parsed here, document by document
                 docs = parse_lines(found, 0, len(found), read)
@@ -310,23 +298,7 @@ def iter_batches(
                 batch.add(doc, split or hash_split(doc.doc_id, fractions), label)
                 if batch.full():
                     yield batch
-                    batch = fresh(batch)
+                    batch = Batch()
     if len(batch) or batch.raw:
         yield batch
 
-
-class _Fresh:
-    """`iter_batches`' next empty batch, its limit set (first: the run's first chunk; left: the
-    run's last chunk's bytes, None for another chunk)."""
-
-    def __init__(self, first: bool, left: int | None) -> None:
-        self.first, self.left = first, left
-        self.made = 0
-
-    def __call__(self, before: Batch | None = None) -> Batch:
-        self.made += 1
-        limit = BATCH_CHARS >> max(0, 4 - self.made) if self.first else BATCH_CHARS
-        if self.left is not None:
-            self.left -= before.chars if before is not None else 0
-            limit = min(limit, max(EDGE_CHARS, self.left // 3))
-        return Batch(limit=limit)

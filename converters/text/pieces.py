@@ -16,7 +16,6 @@ from feedgpu.convert.commit import Progress, ShardResult
 from feedgpu.convert.plan import ShardTask
 from feedgpu.convert.summary import Summary
 from feedgpu.converters.text.records import Made, Packer
-from feedgpu.converters.text.shard_files import ShardFiles
 from feedgpu.format.manifest import TextStatistics
 from feedgpu.format.records import Writable
 
@@ -24,21 +23,17 @@ WASTE_LENGTHS = (64, 128, 256, 512, 1024)
 
 
 class ChunkWriter:
-    """One chunk's records onto its shards' pieces, with their statistics: a piece file per
-    shard in folder, or with files, the chunk's records appended to its shards' files
-    (`shard_files`).
+    """One chunk's records onto its shards' pieces (a file per shard in folder), with their
+    statistics.
 
     Args:
-        folder: where a chunk's piece files go (unused with files).
+        folder: where the chunk's piece files go.
         names: each shard's piece key ("train-00003"), by shard index.
         packer: --pack's, or None.
-        files: the shards' files of a local run, or None.
     """
 
-    def __init__(
-        self, folder: str, names: Sequence[str], packer: Packer | None, files: ShardFiles | None
-    ) -> None:
-        self.folder, self.names, self.packer, self.files = folder, names, packer, files
+    def __init__(self, folder: str, names: Sequence[str], packer: Packer | None) -> None:
+        self.folder, self.names, self.packer = folder, names, packer
         self.handles: dict[str, Any] = {}
         self.pieces: dict[str, dict[str, Any]] = {}
         self.lengths: defaultdict[str, Counter[int]] = defaultdict(Counter)
@@ -46,20 +41,14 @@ class ChunkWriter:
 
     def put_framed(self, key: str, data: bytes | memoryview, records: int) -> None:
         """Records framed as TFRecords (data; how many it holds) onto one piece."""
-        if isinstance(data, memoryview) and self.files is None and storage.is_remote(self.folder):
+        if isinstance(data, memoryview) and storage.is_remote(self.folder):
             data = bytes(data)  # tf.io.gfile writes bytes only
         if key not in self.handles:
-            if self.files is not None:  # appended to its shard's file
-                self.handles[key] = self.files.handle(key)
-            else:
-                path = storage.join(self.folder, f"{key}.rec")
-                self.handles[key] = storage.open_file(path, "wb")
+            path = storage.join(self.folder, f"{key}.rec")
+            self.handles[key] = storage.open_file(path, "wb")
             self.pieces[key] = {"records": 0, "bytes": 0}
-        size = len(data)
         self.handles[key].write(data)
-        if self.files is not None:
-            self.files.appended(key, size)
-        self.pieces[key]["bytes"] += size
+        self.pieces[key]["bytes"] += len(data)
         self.pieces[key]["records"] += records
 
     def _put(self, data: bytes, groups: Sequence[tuple[int, int, int]]) -> None:
@@ -106,11 +95,8 @@ class ChunkWriter:
             self._put(data, groups)
             none = np.zeros(0, np.int64)
             self._count(none, none, none, shards, real)
-        if self.files is not None:  # the files stay open for the next chunk
-            self.files.flush()
-        else:
-            for handle in self.handles.values():
-                handle.close()
+        for handle in self.handles.values():
+            handle.close()
         return {
             k: {
                 **v,
@@ -124,43 +110,36 @@ class ChunkWriter:
 
 
 class PieceShardBody:
-    """A text shard's records: its pieces, concatenated in chunk order (a `ShardBody`); or
-    where the run appended them to its shards' files, that file (`prepared`).
+    """A text shard's records: its pieces, concatenated in chunk order (a `ShardBody`); a
+    shard of one piece is that file, renamed (`prepared`).
 
     Attributes:
         work: the run's work folder, holding each chunk's piece folder.
         infos: each chunk's marker (its folder, and per piece: records, bytes, lengths).
         blocks: records hold blocks of documents: the shard's examples are its documents.
-        files: the shards' files a local run appended to, closed (None: piece folders).
     """
 
-    def __init__(
-        self,
-        work: str,
-        infos: list[dict[str, Any]],
-        blocks: bool = False,
-        files: ShardFiles | None = None,
-    ) -> None:
-        self.work, self.infos, self.blocks, self.files = work, infos, blocks, files
+    def __init__(self, work: str, infos: list[dict[str, Any]], blocks: bool = False) -> None:
+        self.work, self.infos, self.blocks = work, infos, blocks
+
+    def paths(self, key: str) -> list[str]:
+        """The piece files of a shard (its key), in chunk order."""
+        pieces = (info for info in self.infos if info.get("pieces", {}).get(key))
+        return [storage.join(self.work, info["folder"], f"{key}.rec") for info in pieces]
 
     def __call__(self, task: ShardTask, out: Writable, progress: Progress | None) -> ShardResult:
-        key = piece_key(task.split, task.index)
-        if self.files is not None:  # its file whole, copied where not `prepared` (an indexed
-            paths = [self.files.path(key)]  # shard's index is made as it is written)
-        else:
-            pieces = (info for info in self.infos if info.get("pieces", {}).get(key))
-            paths = [storage.join(self.work, info["folder"], f"{key}.rec") for info in pieces]
-        for path in paths:
+        for path in self.paths(piece_key(task.split, task.index)):
             with storage.open_file(path, "rb") as f:
                 shutil.copyfileobj(f, out, 1 << 20)
         return self._result(task)
 
     def prepared(self, task: ShardTask) -> tuple[str, ShardResult] | None:
-        """The file holding the shard whole, and its result; None if it is to be written."""
-        key = piece_key(task.split, task.index)
-        if self.files is None or task.indexed or key not in self.files.sizes:
+        """The file holding the shard whole (its one piece), and its result; None if it is to
+        be written (an indexed shard's index is made as it is written)."""
+        paths = self.paths(piece_key(task.split, task.index))
+        if task.indexed or len(paths) != 1:
             return None
-        return self.files.path(key), self._result(task)
+        return paths[0], self._result(task)
 
     def _result(self, task: ShardTask) -> ShardResult:
         key = piece_key(task.split, task.index)
@@ -175,7 +154,7 @@ class PieceShardBody:
 
 
 def piece_key(split: str, index: int) -> str:
-    """A shard's key among a chunk's pieces and the shards' files: "train-00003"."""
+    """A shard's key among a chunk's pieces: "train-00003"."""
     return f"{split}-{index:05d}"
 
 

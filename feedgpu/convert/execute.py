@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from feedgpu import storage
@@ -38,9 +38,6 @@ class StageOutput:
         statistics: the manifest's statistics (`Summary.to_json`) where the stage knows them
             whole (text: from every chunk's exact length counts), not the shards' merged.
         counted: the stage already reported every input's progress (shards then report none).
-        finish: run once the shards are written, before the manifest; gives the tokenizer
-            as used (text: waits for the parity verdict, which ran beside the shards, and
-            saves the tokenizer the manifest names).
     """
 
     body: ShardBody
@@ -49,7 +46,6 @@ class StageOutput:
     text: TextStatistics | None = None
     statistics: dict[str, Any] | None = None
     counted: bool = True
-    finish: Callable[[], TokenizerInfo] | None = None
 
 
 class ShardStage(abc.ABC):
@@ -95,8 +91,6 @@ class ShardWriter:
         quiet: Progress = lambda items, measured: None  # noqa: E731
         progress = quiet if output.counted else on_progress
         results = self._write(output.body, out_dir, todo, progress)
-        if output.finish is not None:
-            output = replace(output, tokenizer=output.finish(), finish=None)
         return output, results
 
     def _write(
