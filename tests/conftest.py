@@ -297,3 +297,15 @@ def word_files(tmp_path: Path, seed: int, lines: int, files: int = 4) -> tuple[P
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *CORPUS_WORDS]) + "\n")
     return src, vocab
+
+
+def joined_lines(lines: list[bytes]) -> tuple[bytes, object]:
+    """Lines given one by one as a conversion reads them (`raw_lines.read_blocks`): their bytes
+    and each one's bounds (int64 numpy), line i being lines[i] whether or not it ends in a
+    newline."""
+    import itertools
+
+    import numpy as np
+
+    ends = np.fromiter(itertools.accumulate(map(len, lines), initial=0), np.int64)
+    return b"".join(lines), ends

@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import joined_lines as joined
 from tokenizers import Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 
 from feedgpu.converters.text.char_table import ALONE, DROP, SPACE, WORD, describer
 from feedgpu.converters.text.plain_wordpiece import per_text_ids
-from feedgpu.converters.text.raw_lines import joined
 from feedgpu.converters.text.tokenizer import TextTokenizer
 
 # Blocks of the scripts users write (accents, Greek, Cyrillic, Hebrew, Arabic, Indic scripts,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import itertools
 import json
 from pathlib import Path
@@ -726,11 +727,12 @@ def test_blocks_of_json_lines_are_the_same_documents_as_line_by_line(
 
 def test_blocks_of_long_lines_stay_within_their_byte_budget(monkeypatch, tmp_path: Path) -> None:
     """A block holds a few long lines, not thousands: reading stays streamed for books too,
-    from a local file (read in blocks of bytes) and from a stream of lines (a remote
-    file's); a line longer than a read waits for its end, and the last needs no newline."""
+    from a local file and from a stream (a remote file's); a line longer than a read waits
+    for its end, and the last needs no newline."""
     from feedgpu.converters.listing import SourceFile
     from feedgpu.converters.text import raw_lines
     from feedgpu.converters.text import sources as text_sources
+    from feedgpu.converters.text.raw_lines import RawLines
 
     monkeypatch.setattr(raw_lines, "BLOCK_BYTES", 5000)
     monkeypatch.setattr(raw_lines, "BLOCK_LINES", 1000)
@@ -746,14 +748,11 @@ def test_blocks_of_long_lines_stay_within_their_byte_budget(monkeypatch, tmp_pat
     for block in read:  # one line over at most, but for the line longer than a read
         size = int(block.ends[-1] - block.ends[0])
         assert size <= 5000 + 1000 or (len(block) == 1 and size == 12001), size
-    lines = iter([b"%04d" % i + b"x" * 996 for i in range(100)] + [b"short"] * 3000)
-    blocks = []
-    while block := raw_lines.take_block(lines):
-        blocks.append(block)
-    assert [line[:4] for b in blocks for line in b][:100] == [b"%04d" % i for i in range(100)]
-    assert sum(map(len, blocks)) == 3100
-    assert all(sum(map(len, b)) <= 5000 for b in blocks[:20])  # the 1,000-byte lines
-    assert max(map(len, blocks)) <= raw_lines.BLOCK_LINES
+    lines = [b"%04d" % i + b"x" * 996 + b"\n" for i in range(100)] + [b"short\n"] * 3000
+    stream = io.BytesIO(b"".join(lines))  # not a plain file: part lines joined to the next read
+    blocks = [RawLines("s", 0, data, ends) for data, ends in raw_lines.read_blocks(stream)]
+    assert [line for block in blocks for line in block.lines()] == lines
+    assert all(int(b.ends[-1] - b.ends[0]) <= 5000 + 1000 for b in blocks)
 
 
 @pytest.mark.parametrize("errors", ["skip", "replace"])

@@ -87,7 +87,7 @@ def _corpus(tmp_path: Path, seed: int, count: int, extra: list[str]) -> Path:
 
 def _lines(step: PlainWordPiece, lines: list[bytes], field: str, tokens: tuple[str, ...]) -> Any:
     """The JSON-lines step on lines given one by one, as a conversion's block of them."""
-    from feedgpu.converters.text.raw_lines import joined
+    from conftest import joined_lines as joined
 
     ids = step.lines_of(field, tokens)
     assert ids is not None
@@ -258,7 +258,7 @@ def test_added_tokens_beside_the_vocabulary(
     assert expected[7] != _per_text(*tok.plain_step().ids([texts[7]])[:2])[0]  # has teeth
     assert _per_text(*tok.ids(texts)) == expected
     lines = [json.dumps({"text": t}).encode() + b"\n" for t in texts]  # the JSON-lines step
-    from feedgpu.converters.text.raw_lines import joined
+    from conftest import joined_lines as joined
 
     values, lengths, taken, left = tok.line_ids("text")(*joined(lines))  # type: ignore[misc]
     assert left.tolist() == [1, 2, 3, 4, 7, 8, 10, 11]  # the step's search: any space
@@ -472,7 +472,7 @@ def test_json_lines_step_holds_ids_for_texts_not_lines(module: Any) -> None:
     20 MB of metadata and a short text, or a 20 MB line it leaves, costs it no 160 MB."""
     import tracemalloc
 
-    from feedgpu.converters.text.raw_lines import joined
+    from conftest import joined_lines as joined
 
     rng = random.Random(11)
     vocab = _vocab(rng, 600)

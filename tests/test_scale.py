@@ -342,8 +342,8 @@ def test_image_sources_through_gfile(tmp_path: Path, image_folder: Path) -> None
 
 def test_blocks_from_disk_and_gfile_are_the_same_bytes(tmp_path: Path, monkeypatch) -> None:
     """Batches, and the blocks of documents cut within them, come from the lines alone: a local
-    file read by `readlines` and a remote one read as a stream of lines (other blocks of lines)
-    give the same records, with small limits so that many batches span blocks."""
+    file and a remote one read as a stream (its part lines joined to the next read: other
+    blocks of lines) give the same records, with small limits so that many batches span blocks."""
     import gzip
     import random
 

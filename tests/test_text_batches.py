@@ -178,8 +178,10 @@ def test_parsing_a_batchs_lines_leaves_what_filled_it_alone() -> None:
     """A batch's lines parsed on a tokenizer thread (no compiled step) add their documents
     but not their characters: the reading thread reads `chars` meanwhile to cut the next
     batches, which must never depend on timing."""
+    from conftest import joined_lines as joined
+
     from feedgpu.converters.text.batches import Batch
-    from feedgpu.converters.text.raw_lines import RawLines, joined
+    from feedgpu.converters.text.raw_lines import RawLines
     from feedgpu.converters.text.sources import ReadOptions
 
     data, ends = joined([json.dumps({"text": f"doc {i}"}).encode() + b"\n" for i in range(5)])

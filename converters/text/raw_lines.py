@@ -58,9 +58,9 @@ def read_blocks(f: IO[bytes]) -> Iterator[tuple[bytes, Any]]:
     newline; a line longer than a read waits for its end.
 
     A block is the bytes read, whole: cut at its last newline, each block's bytes were copied
-    once more. A plain file's part line after it is
-    read again with the next block; a gzip file's (whose seeking back decompresses from its
-    start) and a pipe's are joined to the next read."""
+    once more. A plain file's part line after it is read again with the next block; a gzip
+    file's (whose seeking back decompresses from its start) and a stream's (a remote file) are
+    joined to the next read."""
     parts: list[Any] = []
     again = isinstance(f, io.BufferedReader) and f.seekable()  # a plain file, not a pipe
     while chunk := f.read(BLOCK_BYTES):
@@ -84,14 +84,6 @@ def read_blocks(f: IO[bytes]) -> Iterator[tuple[bytes, Any]]:
         yield data, line_bounds(data)
 
 
-def joined(lines: list[bytes]) -> tuple[bytes, Any]:
-    """Lines given one by one (a remote file's stream) as `read_blocks` gives them."""
-    import numpy as np
-
-    ends = np.fromiter(itertools.accumulate(map(len, lines), initial=0), np.int64)
-    return b"".join(lines), ends
-
-
 def line_bounds(data: bytes, size: int | None = None) -> Any:
     """Where each line of data[:size] (of data: size None) starts and the last ends, int64
     numpy (lines end after b"\\n", as `readlines` cuts them). By the compiled step (memchr)
@@ -106,18 +98,3 @@ def line_bounds(data: bytes, size: int | None = None) -> Any:
     last = [size] if size and (not len(newlines) or newlines[-1] != size) else []
     return np.concatenate([[0], newlines, last]).astype(np.int64)
 
-
-def take_block(lines: Iterator[bytes]) -> list[bytes]:
-    """The next lines of a stream (a remote file's), up to BLOCK_LINES and about BLOCK_BYTES:
-    taken in steps sized from the lines seen so far, so a block of book-length lines holds a
-    few, not thousands."""
-    block: list[bytes] = []
-    size, step = 0, 1
-    while len(block) < BLOCK_LINES and size < BLOCK_BYTES:
-        part = list(itertools.islice(lines, min(step, BLOCK_LINES - len(block))))
-        if not part:
-            break
-        block += part
-        size += sum(map(len, part))
-        step = max(1, min(1024, (BLOCK_BYTES - size) * len(block) // max(1, size)))
-    return block

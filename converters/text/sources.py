@@ -7,6 +7,7 @@ document is yielded or reported as a `Skip` with its file and line.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import gzip
 import itertools
@@ -140,30 +141,28 @@ def _decode(raw: bytes, where: str, errors: str) -> str | Skip:
         )
 
 
-def _open(path: str) -> Iterator[bytes]:
-    if storage.is_remote(path):
-        yield from _open_remote(path)
-        return
-    with _open_local(path) as f:
-        yield from f
-
-
-def _open_local(path: str) -> IO[bytes]:
-    """A local file, gzip-compressed or not, for reading bytes."""
+@contextlib.contextmanager
+def _opened(path: str) -> Iterator[IO[bytes]]:
+    """A file, local or remote (gs://...), gzip-compressed or not, for reading bytes; a remote
+    file's errors surface as OSError."""
     gzipped = path.lower().endswith(".gz")
-    return cast(IO[bytes], gzip.open(path, "rb") if gzipped else open(path, "rb"))
-
-
-def _open_remote(path: str) -> Iterator[bytes]:
-    """Lines of a gfile (gs://...) file, streamed; its errors surface as OSError."""
+    if not storage.is_remote(path):
+        with cast(IO[bytes], gzip.open(path, "rb") if gzipped else open(path, "rb")) as f:
+            yield f
+        return
     import tensorflow as tf
 
     try:
         with storage.open_file(path, "rb") as raw:
-            lines: Any = gzip.GzipFile(fileobj=raw) if path.lower().endswith(".gz") else raw
-            yield from lines
+            yield cast(IO[bytes], gzip.GzipFile(fileobj=raw) if gzipped else raw)
     except tf.errors.OpError as e:
         raise OSError(e.message) from e
+
+
+def _open(path: str) -> Iterator[bytes]:
+    """A file's lines, streamed."""
+    with _opened(path) as f:
+        yield from f
 
 
 def input_bytes(f: SourceFile) -> int:
@@ -235,9 +234,8 @@ def line_document(
 
 
 def _raw_lines(file: SourceFile) -> Iterator[RawLines | Skip]:
-    """A JSONL file's lines in blocks of BLOCK_LINES at most, as read (`raw_lines`): a local
-    file's by `read_blocks`, a remote one's taken from its stream of lines (a binary file: a
-    Skip)."""
+    """A JSONL file's lines in blocks of BLOCK_LINES at most, as read (`raw_lines.read_blocks`;
+    a binary file: a Skip)."""
     number = 1
     for data, ends in _line_blocks(file.path):
         if number == 1 and b"\0" in data[: min(ends[1], _BINARY_PROBE)]:
@@ -250,12 +248,7 @@ def _raw_lines(file: SourceFile) -> Iterator[RawLines | Skip]:
 
 
 def _line_blocks(path: str) -> Iterator[tuple[bytes, Any]]:
-    if storage.is_remote(path):
-        lines = _open_remote(path)
-        while block := raw_lines.take_block(lines):
-            yield raw_lines.joined(block)
-        return
-    with _open_local(path) as f:
+    with _opened(path) as f:
         yield from raw_lines.read_blocks(f)
 
 
