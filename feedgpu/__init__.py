@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from feedgpu.pipeline.fit_backup import FitBackup
     from feedgpu.pipeline.position import InputPosition
     from feedgpu.pipeline.readers import dropped_records, read_dataset
+    from feedgpu.pipeline.service_guard import ServiceGuard
     from feedgpu.pipeline.spec import PipelineSpec
 
 # Where each public name lives: imported on first use, so `feedgpu convert ...` does not pay
@@ -65,6 +66,7 @@ _EXPORTS = {
     "PipelineSpec": "feedgpu.pipeline",
     "build_pipeline": "feedgpu.pipeline",
     "FitBackup": "feedgpu.pipeline.fit_backup",
+    "ServiceGuard": "feedgpu.pipeline.service_guard",
     "InputPosition": "feedgpu.pipeline.position",
     "dropped_records": "feedgpu.pipeline",
     "read_dataset": "feedgpu.pipeline",
@@ -102,6 +104,7 @@ __all__ = [
     "Manifest",
     "PipelineSpec",
     "RunOptions",
+    "ServiceGuard",
     "TextOptions",
     "UsageError",
     "VerifyReport",

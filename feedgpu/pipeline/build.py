@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from feedgpu.errors import UsageError
@@ -34,6 +35,7 @@ from feedgpu.pipeline.epochs import (
 from feedgpu.pipeline.images import image_batches
 from feedgpu.pipeline.measure_hooks import StageChanges, sleep_elements
 from feedgpu.pipeline.readers import epoch_source
+from feedgpu.pipeline.service_watch import ServiceWatch, watch_for
 from feedgpu.pipeline.spec import PipelineSpec
 from feedgpu.pipeline.split_view import SplitView, per_replica, view_split
 
@@ -110,6 +112,7 @@ def build_pipeline(
                 processing_mode=spec.service_mode, service=spec.service, job_name=None
             )
         )
+        ds = ds.map(_beats(watch_for(spec.service)))  # a stall says which worker stopped
     options = tf.data.Options()
     options.deterministic = spec.deterministic
     options.autotune.enabled = spec.autotune
@@ -159,3 +162,19 @@ def _say_unequal_shares(spec: PipelineSpec, view: SplitView, per_epoch: int) -> 
         own - per_epoch,
         fix,
     )
+
+
+def _beats(watch: ServiceWatch) -> Callable[..., Any]:
+    """A map that passes each batch on unchanged and counts it as delivered (`beat`)."""
+    import tensorflow as tf
+
+    def beat() -> int:
+        watch.beat()
+        return 0
+
+    def passed(*element: Any) -> Any:
+        with tf.control_dependencies([tf.py_function(beat, [], tf.int64)]):
+            element = tf.nest.map_structure(tf.identity, element)
+        return element if len(element) > 1 else element[0]
+
+    return passed
