@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -183,11 +184,16 @@ def parse_split_fractions(spec: str) -> dict[str, float]:
     return fractions
 
 
+_GZ = re.compile(r"\.gz(?=(:\d+)?$)", re.IGNORECASE)  # a.jsonl.gz:7 splits as a.jsonl:7
+
+
 def hash_split(rel: str, fractions: dict[str, float]) -> str:
-    """Deterministic split for a path: the same file lands in the same split on every run."""
+    """Deterministic split for a path (or a document, "path:line"): the same file lands in the
+    same split on every run, and whether or not it is gzip-compressed."""
     if len(fractions) == 1:  # one split (the usual train=1.0): nothing to hash
         return next(iter(fractions))
-    point = int.from_bytes(hashlib.sha256(rel.encode()).digest()[:8], "big") / 2**64
+    key = _GZ.sub("", rel)
+    point = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2**64
     total = 0.0
     for name, fraction in fractions.items():
         total += fraction

@@ -59,12 +59,12 @@ def test_trained_wordpiece_round_trip_equals_hf_on_every_document(
     assert 0 < stats["padding_waste_fixed"]["512"] < 1 and stats["length_counts"]
 
 
-def tfds_documents(block: dict) -> tf.data.Dataset:
-    """The README's recipe: a TFDS example of a block of documents -> one element a document."""
-    ids = tf.RaggedTensor.from_row_lengths(block["input_ids"], block["length"])
-    return tf.data.Dataset.from_tensor_slices(
-        {"input_ids": ids, "label": block["label"], "doc_id": block["doc_id"]}
-    )
+def tfds_documents(record: dict) -> tf.data.Dataset:
+    """The README's recipe: a TFDS example (a block of documents, or one) -> one element a
+    document."""
+    rest = {k: tf.reshape(v, [-1]) for k, v in record.items() if k != "input_ids"}
+    ids = tf.RaggedTensor.from_row_lengths(record["input_ids"], rest["length"])
+    return tf.data.Dataset.from_tensor_slices({**rest, "input_ids": ids})
 
 
 def test_docs_per_record_auto_stores_short_documents_in_blocks(tmp_path: Path) -> None:
@@ -246,6 +246,12 @@ def test_tfds_reads_text_dataset(tmp_path: Path, text_folder: Path) -> None:
     assert builder.info.features["label"].names == ["neg", "pos"]
     ids, labels = next(iter(builder.as_dataset(split="train", as_supervised=True)))
     assert ids.dtype.name == "int64" and labels.shape == ()
+    docs = {  # the README's recipe, the same on this layout
+        d["doc_id"].numpy().decode(): d["input_ids"].numpy().tolist()
+        for d in builder.as_dataset(split="test").flat_map(tfds_documents)
+    }
+    mine = {ex["doc_id"][0].decode(): ex["input_ids"] for ex in shard_examples(one)}
+    assert len(docs) == 20 and all(mine[doc_id] == ids for doc_id, ids in docs.items())
 
 
 def test_jsonl_gzip_and_lines_with_every_document_accounted_for(
@@ -310,11 +316,16 @@ def test_max_length_truncates_and_stride_windows_cover(tmp_path: Path, text_fold
     convert_text(
         str(text_folder), str(win), TextOptions(**base, max_length=32, stride=8), quiet=True
     )
-    saved = Tokenizer.from_file(str(cut / "tokenizer.json"))
+    saved = Tokenizer.from_file(str(win / "tokenizer.json"))  # windows: it never truncates
+    truncating = Tokenizer.from_file(str(cut / "tokenizer.json"))
+    cut_short = 0
     for ex in shard_examples(cut):
-        full = saved.encode(source_text(text_folder, ex["doc_id"][0].decode())).ids
-        assert len(ex["input_ids"]) <= 32
+        text = source_text(text_folder, ex["doc_id"][0].decode())
+        full = saved.encode(text).ids
+        assert len(ex["input_ids"]) <= 32 and ex["input_ids"] == truncating.encode(text).ids
         assert ex["input_ids"] == (full if len(full) <= 32 else [*full[:31], full[-1]])
+        cut_short += len(full) > 32
+    assert cut_short  # some were truncated
     windows: dict[str, list] = {}
     for ex in shard_examples(win):
         windows.setdefault(ex["doc_id"][0].decode(), []).append(ex)
@@ -397,8 +408,9 @@ def test_max_length_and_stride_leave_room_for_the_text(tmp_path: Path) -> None:
         assert lengths and max(lengths) <= options.max_length
 
 
-def test_strict_and_option_errors(tmp_path: Path, text_folder: Path) -> None:
+def test_strict_and_option_errors(tmp_path: Path, text_folder: Path, monkeypatch) -> None:
     from feedgpu import InputError
+    from feedgpu.converters.text import convert as text_convert
 
     with pytest.raises(InputError, match=r"binary.txt: binary file.*\(stopped by --strict\)"):
         convert_text(
@@ -416,6 +428,9 @@ def test_strict_and_option_errors(tmp_path: Path, text_folder: Path) -> None:
     convert_text(
         str(text_folder), str(out), TextOptions(tokenizer="train:wordpiece:300"), quiet=True
     )
+    trained: list[str] = []
+    real = text_convert._tokenizer
+    monkeypatch.setattr(text_convert, "_tokenizer", lambda *a: trained.append("x") or real(*a))
     with pytest.raises(DatasetError, match="max_length None -> 64"):
         convert_text(
             str(text_folder),
@@ -423,6 +438,11 @@ def test_strict_and_option_errors(tmp_path: Path, text_folder: Path) -> None:
             TextOptions(tokenizer="train:wordpiece:300", max_length=64),
             quiet=True,
         )
+    assert not trained  # refused before a tokenizer was trained
+    again = convert_text(
+        str(text_folder), str(out), TextOptions(tokenizer="train:wordpiece:300"), quiet=True
+    )
+    assert again.already_done and trained  # the same dataset: found complete
 
 
 def test_kill_minus_nine_then_resume_gives_identical_bytes(
@@ -674,7 +694,7 @@ def test_json_lines_edge_cases_read_as_the_standard_library_reads_them(tmp_path:
     )
     assert found[5:7] == [
         Document("a.jsonl:6", "second", "a"),
-        Document("a.jsonl:7", "café", "3.0"),
+        Document("a.jsonl:7", "café", "3.0", label_number=True),
     ]
     assert [(s.path, s.reason) for s in found[7:]] == [
         ("a.jsonl:8", "not UTF-8"),
@@ -864,3 +884,75 @@ def test_every_record_written_fits_the_schema_and_its_reference_bytes(
                 examples += len(values["length"]) if schema.blocks else 1
         assert counted[shard.name] == examples  # the manifest counts what each shard holds
     assert records >= 3
+
+
+def test_a_gzipped_corpus_splits_as_the_plain_one(tmp_path: Path) -> None:
+    """Which split a document lands in depends on its file and line, not on compression."""
+    import gzip
+
+    lines = "".join(json.dumps({"text": f"word {i} and more"}) + "\n" for i in range(300))
+    for name, data in (("plain", lines.encode()), ("gz", gzip.compress(lines.encode()))):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / ("a.jsonl" if name == "plain" else "a.jsonl.gz")).write_bytes(data)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "word", "and", "more"]))
+    options = TextOptions(tokenizer=str(vocab), split="train=0.5,validation=0.5", num_shards=1)
+    from feedgpu import block_documents
+    from feedgpu.format.records import decode_example, read_records
+
+    found = {}
+    for name in ("plain", "gz"):
+        out = tmp_path / f"out-{name}"
+        convert_text(str(tmp_path / name), str(out), options, quiet=True)
+        manifest = read_manifest(str(out))
+        found[name] = {}
+        for split in ("train", "validation"):
+            ids = []
+            for shard in manifest.split(split).shards:
+                with open(out / shard.file, "rb") as f:
+                    for record in read_records(f):
+                        for doc in block_documents(decode_example(record)):
+                            ids.append(doc["doc_id"][0].decode().replace(".gz", ""))
+            found[name][split] = sorted(ids)
+    assert found["plain"] == found["gz"] and all(found["plain"].values())
+
+
+def test_a_stray_number_among_text_labels_is_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello"]))
+    options = TextOptions(tokenizer=str(vocab), label_field="lang")
+    for name, labels in (("mixed", ["en", "de", 7, "en"]), ("numbers", [0, 1, 1, 0])):
+        (tmp_path / name).mkdir()
+        rows = [json.dumps({"text": "hello", "lang": label}) for label in labels]
+        (tmp_path / name / "a.jsonl").write_text("\n".join(rows) + "\n")
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            convert_text(str(tmp_path / name), str(tmp_path / f"o-{name}"), options, quiet=True)
+        said = [r.getMessage() for r in caplog.records if "--label-field" in r.getMessage()]
+        names = read_manifest(str(tmp_path / f"o-{name}")).label_names
+        if name == "mixed":
+            assert len(said) == 1 and "1 documents hold a number" in said[0]
+            assert "a.jsonl:3" in said[0] and "'7'" in said[0] and "7" in names
+        else:
+            assert not said and sorted(names) == ["0", "1"]  # class ids as numbers: as meant
+
+
+def test_the_saved_tokenizer_truncates_as_the_stored_examples(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    texts = [" ".join(["hello world"] * (i % 9 + 1)) for i in range(40)]
+    (src / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "world"]))
+    options = TextOptions(tokenizer=str(vocab), max_length=7, docs_per_record=1)
+    convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
+    saved = Tokenizer.from_file(str(tmp_path / "out" / "tokenizer.json"))
+    stored = {ex["doc_id"][0].decode(): ex["input_ids"] for ex in shard_examples(tmp_path / "out")}
+    assert len(stored) == 40 and max(map(len, stored.values())) == 7
+    for i, text in enumerate(texts, 1):
+        assert stored[f"a.jsonl:{i}"] == saved.encode(text).ids
+    plain = convert_text(str(src), str(tmp_path / "whole"), TextOptions(tokenizer=str(vocab)))
+    whole = Tokenizer.from_file(str(tmp_path / "whole" / "tokenizer.json"))
+    assert plain.num_examples == 40 and len(whole.encode(texts[8]).ids) == 20  # untruncated

@@ -135,3 +135,34 @@ def test_tensorflow_start_up_chatter_is_hidden_unless_verbose(tmp_path: Path) ->
     assert quiet.strip() == "", quiet
     verbose = run("b", "--verbose")
     assert "oneDNN" in verbose or "cuda" in verbose.lower() or "tensorflow" in verbose.lower()
+
+
+def test_casing_is_a_choice_said_in_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trained WordPiece vocabulary keeps case and accents unless --lowercase; a vocab.txt
+    is uncased unless a token has a capital; the summary says which."""
+    from tokenizers import Tokenizer
+
+    src = tmp_path / "src"
+    src.mkdir()
+    lines = ["Příliš žluťoučký kůň", "Мой ёжик", "Hello World"] * 40
+    (src / "a.txt").write_text("\n".join(lines) + "\n")
+    found = {}
+    for name, extra in (("cased", []), ("folded", ["--lowercase"])):
+        out = tmp_path / name
+        args = ["convert", "text", str(src), str(out), "--doc-per-line", *extra]
+        assert main([*args, "--tokenizer", "train:wordpiece:200", "--quiet"]) == 0
+        found[name] = capsys.readouterr().out
+        saved = Tokenizer.from_file(str(out / "tokenizer.json"))
+        tokens = saved.encode("Příliš Мой", add_special_tokens=False).tokens
+        assert feedgpu.read_manifest(str(out)).tokenizer.lowercase is (name == "folded")
+        assert ("Příliš" in "".join(tokens).replace("##", "")) is (name == "cased"), tokens
+    assert "tokenizer: cased: case and accents kept (--lowercase folds them)" in found["cased"]
+    assert "tokenizer: uncased: case and accents folded (--no-lowercase" in found["folded"]
+    for vocab, lowercase in ((["Hello", "World"], False), (["hello", "world"], True)):
+        path = tmp_path / "vocab.txt"
+        path.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *vocab]) + "\n")
+        out = tmp_path / f"v-{lowercase}"
+        assert main(["convert", "text", str(src), str(out), "--tokenizer", str(path)]) == 0
+        assert feedgpu.read_manifest(str(out)).tokenizer.lowercase is lowercase

@@ -301,4 +301,3 @@ def iter_batches(
                     batch = Batch()
     if len(batch) or batch.raw:
         yield batch
-

@@ -231,7 +231,8 @@ class TextRunner(ShardStage):
                 "--text-field/--label-field or the files' encoding, and see the reasons "
                 "with --strict"
             )
-        self.tok.save(self.plan.out_dir)  # the manifest names it
+        truncated = self.options.stride is None and self.options.pack is None
+        self.tok.save(self.plan.out_dir, self.options.max_length if truncated else None)
         used = dataclasses.replace(
             self.tokenizer_info, identity=self.tok.identity, parity=self.parity
         )

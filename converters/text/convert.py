@@ -17,7 +17,7 @@ from typing import Any
 from feedgpu import storage
 from feedgpu.convert.gc_freeze import heap_frozen
 from feedgpu.convert.plan import DatasetPlan, ShardTask, Skip, count_shards
-from feedgpu.convert.run import ConversionReport, write_dataset
+from feedgpu.convert.run import ConversionReport, finished_dataset, write_dataset
 from feedgpu.convert.run_options import RunOptions
 from feedgpu.converters.listing import (
     SPLIT_FOLDERS,
@@ -128,6 +128,15 @@ def plan_text_dataset(
     fractions = parse_split_fractions(options.split) if options.split else {"train": 1.0}
     sources, skips, label_names = _labelled_sources(files, skips, options)
     spec = TokenizerSpec.parse(options.tokenizer, options.lowercase)
+    options = dataclasses.replace(options, lowercase=spec.lowercase)  # recorded as decided
+    name = _dataset_name(src, options)
+    inputs = fingerprint_files(files)
+    # Another finished dataset in out_dir is refused now, not after a tokenizer is trained:
+    # its recorded options are these, whatever --docs-per-record auto decides.
+    choices = [{**_recorded(options, options.blocks), "name": name}]
+    if options.docs_per_record is None:
+        choices.append({**_recorded(options, False), "name": name})
+    finished_dataset(out_dir, choices, inputs, name, run.overwrite)
     started = time.perf_counter()
     tokenizer = _tokenizer(spec, options, sources, fractions, run.quiet)
     tokenizer_s = time.perf_counter() - started
@@ -136,7 +145,6 @@ def plan_text_dataset(
     if options.blocks and options.docs_per_record is None:
         per_record = choose_per_record(_mean_ids(sources, options, tokenizer))
         layout = dataclasses.replace(options, docs_per_record=per_record)
-    name = _dataset_name(src, options)
     shard_counts = _shard_counts(sources, fractions, options)
     tasks = [
         ShardTask(split, i, n, names.shard_filename(name, split, i, n), (), options.index)
@@ -144,23 +152,14 @@ def plan_text_dataset(
         for i in range(n)
     ]
     labelled = bool(label_names)
-    # pad_id and index recorded only when set, docs_per_record only when records hold blocks:
-    # datasets converted before they existed (or with a document a record, the same bytes)
-    # keep their fingerprint, so re-running the same command finds them complete.
-    recorded = {
-        k: v
-        for k, v in asdict(options).items()
-        if k != "docs_per_record" and (k != "pad_id" or v is not None) and (k != "index" or v)
-    }
-    if layout.blocks:  # blocks are other bytes: never the resumption of a run without them
-        recorded["docs_per_record"] = options.docs_per_record or "auto"
+    recorded = _recorded(options, layout.blocks)
     plan = DatasetPlan(
         out_dir=out_dir,
         name=name,
         converter="text",
         source=src,
         options={**recorded, "name": name},
-        inputs_fingerprint=fingerprint_files(files),
+        inputs_fingerprint=inputs,
         features=text_features(layout, labelled),
         label_names=label_names,
         # (ids, label) pairs only where a record is one document: a block's are lists.
@@ -174,6 +173,22 @@ def plan_text_dataset(
     )
     chunks = _chunks(sources, options)
     return plan, TextRunner(plan, sources, chunks, shard_counts, tokenizer, layout, fractions)
+
+
+def _recorded(options: TextOptions, blocks: bool) -> dict[str, Any]:
+    """The options a dataset records (its fingerprint's): pad_id and index only when set,
+    docs_per_record only when records hold blocks, so datasets converted before they existed
+    (or with a document a record, the same bytes) keep their fingerprint and re-running the
+    same command finds them complete; blocks are other bytes, never the resumption of a run
+    without them."""
+    recorded = {
+        k: v
+        for k, v in asdict(options).items()
+        if k != "docs_per_record" and (k != "pad_id" or v is not None) and (k != "index" or v)
+    }
+    if blocks:
+        recorded["docs_per_record"] = options.docs_per_record or "auto"
+    return recorded
 
 
 def _id_counts(tokenizer: TextTokenizer, texts: list[str]) -> list[int]:
@@ -236,13 +251,21 @@ def _labelled_sources(
         sources = [s for s in sources if s.label is not None]
     label_names: list[str] = sort_labels(s.label for s in sources if s.label is not None)
     if options.label_field:  # a pre-pass: label names must be known before the first example
-        seen = {
-            d.label
-            for s in sources
-            for d in iter_documents(s.file, options.read)
-            if isinstance(d, Document) and d.label is not None
-        }
+        seen: dict[str, Document] = {}  # each label's first document
+        numbers = 0
+        for s in sources:
+            for d in iter_documents(s.file, options.read):
+                if isinstance(d, Document) and d.label is not None:
+                    seen.setdefault(d.label, d)
+                    numbers += d.label_number
         label_names = sort_labels(seen)
+        if numbers and not all(d.label_number for d in seen.values()):  # a stray number
+            first = next(d for d in seen.values() if d.label_number)
+            logger.warning(
+                "--label-field %s: %d documents hold a number or boolean where the others hold "
+                "text (%s at %s): each is taken as the class named %r; fix them if not meant",
+                options.label_field, numbers, first.label, first.doc_id, first.label,
+            )  # fmt: skip
     return sources, skips, label_names
 
 

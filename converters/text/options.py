@@ -16,7 +16,8 @@ class TextOptions:
 
     Attributes:
         tokenizer: tokenizer.json, vocab.txt, or train:wordpiece|bpe:SIZE.
-        lowercase: for vocab.txt and trained WordPiece vocabularies.
+        lowercase: fold case and strip accents (vocab.txt, trained WordPiece); None decides
+            (`TokenizerSpec.parse`: trained vocabularies keep case, a vocab.txt as its tokens).
         doc_per_line: each line of a .txt file is a document.
         text_field: JSON key of the text in .jsonl files.
         label_field: JSON key of the label in .jsonl files.
@@ -42,7 +43,7 @@ class TextOptions:
     """
 
     tokenizer: str
-    lowercase: bool = True
+    lowercase: bool | None = None
     doc_per_line: bool = False
     text_field: str = "text"
     label_field: str | None = None

@@ -97,4 +97,3 @@ def line_bounds(data: bytes, size: int | None = None) -> Any:
     newlines = np.flatnonzero(np.frombuffer(data, np.uint8, size) == 10) + 1
     last = [size] if size and (not len(newlines) or newlines[-1] != size) else []
     return np.concatenate([[0], newlines, last]).astype(np.int64)
-

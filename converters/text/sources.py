@@ -39,6 +39,7 @@ class Document:
     doc_id: str
     text: str
     label: str | None = None
+    label_number: bool = False  # its label was a JSON number or boolean, made text
 
 
 @dataclass(frozen=True)
@@ -295,7 +296,7 @@ def _json_row(
             return Skip(where, "not UTF-8", _SURROGATE_DETAIL)
         value = _SURROGATE.sub("\ufffd", value)
         label = label if label is None else _SURROGATE.sub("\ufffd", label)
-    return Document(where, value, label)
+    return Document(where, value, label, label is not None and not isinstance(raw_label, str))
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")  # text no UTF-8 can hold

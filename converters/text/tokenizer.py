@@ -219,12 +219,21 @@ class TextTokenizer:
         encode = getattr(self.hf, "encode_batch_fast", self.hf.encode_batch)
         return [e.ids for e in encode(list(texts), add_special_tokens=False)]
 
-    def save(self, out_dir: str) -> list[str]:
-        """Write tokenizer.json (and vocab.txt for WordPiece) beside the shards."""
+    def save(self, out_dir: str, max_length: int | None = None) -> list[str]:
+        """Write tokenizer.json (and vocab.txt for WordPiece) beside the shards; with
+        max_length (the stored documents truncated), truncating as they were, so its
+        `encode(text).ids` are the stored ids."""
         from feedgpu import storage
 
         names = ["tokenizer.json"]
-        storage.write_atomic(os.path.join(out_dir, "tokenizer.json"), self.hf.to_str().encode())
+        config = self.hf.to_str()
+        if max_length is not None:
+            from tokenizers import Tokenizer
+
+            truncating = Tokenizer.from_str(config)
+            truncating.enable_truncation(max_length)
+            config = truncating.to_str()
+        storage.write_atomic(os.path.join(out_dir, "tokenizer.json"), config.encode())
         if self.is_wordpiece:
             vocab = self.tokens()
             storage.write_atomic(

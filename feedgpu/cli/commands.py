@@ -76,6 +76,14 @@ def convert_text(args: argparse.Namespace) -> int:
     road = tok.parity.get("road") if tok else None
     if road and not args.json:  # which road tokenized, and why (the manifest keeps it too)
         print(f"tokenizer: the {road} road ({tok.parity.get('reason', '')})")  # type: ignore[union-attr]
+    if tok and tok.lowercase is not None and not args.json and tok.model == "WordPiece":
+        how = "its tokenizer.json decides"
+        if not tok.spec.endswith(".json"):
+            how = "--no-lowercase keeps them" if tok.lowercase else "--lowercase folds them"
+        casing = (
+            "uncased: case and accents folded" if tok.lowercase else "cased: case and accents kept"
+        )
+        print(f"tokenizer: {casing} ({how})")
     asked = tok.vocab_size_asked if tok else None
     if tok and asked and tok.vocab_size != asked and not args.json:
         why = (

@@ -104,7 +104,11 @@ TEXT = [
         metavar="SPEC",
         required=True,
     ),
-    switch("--lowercase", "lower-case and strip accents (vocab.txt and trained WordPiece)"),
+    switch(
+        "--lowercase",
+        "fold case and strip accents (vocab.txt, trained WordPiece); default: a trained "
+        "vocabulary keeps them, a vocab.txt is uncased unless a token has a capital",
+    ),
     switch("--doc-per-line", "each line of a .txt file is a document (default: each file)"),
     value("--text-field", "JSON key of the text in .jsonl"),
     value("--label-field", "JSON key of the label in .jsonl"),

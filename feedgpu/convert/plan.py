@@ -159,5 +159,10 @@ class DatasetPlan:
     @property
     def fingerprint(self) -> str:
         """Identity of the output: options plus inputs."""
-        key = json.dumps([self.options, self.inputs_fingerprint, self.name], sort_keys=True)
-        return hashlib.sha256(key.encode()).hexdigest()
+        return output_fingerprint(self.options, self.inputs_fingerprint, self.name)
+
+
+def output_fingerprint(options: Mapping[str, Any], inputs_fingerprint: str, name: str) -> str:
+    """Identity of a dataset: its recorded options, its inputs' fingerprint and its name."""
+    key = json.dumps([options, inputs_fingerprint, name], sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()

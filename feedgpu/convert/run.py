@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +18,7 @@ from feedgpu import storage
 from feedgpu.convert.commit import WORK_DIR, ShardBody, load_finished
 from feedgpu.convert.execute import ShardStage, ShardWriter, shard_writer
 from feedgpu.convert.finalize import finalize, library_versions_soon
-from feedgpu.convert.plan import DatasetPlan
+from feedgpu.convert.plan import DatasetPlan, output_fingerprint
 from feedgpu.convert.run_options import RunOptions
 from feedgpu.errors import DatasetError
 from feedgpu.format import names
@@ -85,18 +85,49 @@ def _remove_temporaries(out_dir: str) -> None:
             storage.remove(storage.join(out_dir, name))
 
 
-def _describe_change(old: Manifest, plan: DatasetPlan) -> str:
+def _describe_change(old: Manifest, options: Mapping[str, Any], inputs: str, out: str) -> str:
     changed = sorted(
-        k for k in set(old.options) | set(plan.options) if old.options.get(k) != plan.options.get(k)
+        k for k in set(old.options) | set(options) if old.options.get(k) != options.get(k)
     )
     if changed:
-        pairs = ", ".join(f"{k} {old.options.get(k)!r} -> {plan.options.get(k)!r}" for k in changed)
-        if changed == ["index"] and plan.options.get("index"):
-            return f"options differ ({pairs}: feedgpu index {plan.out_dir} adds the indexes)"
+        pairs = ", ".join(f"{k} {old.options.get(k)!r} -> {options.get(k)!r}" for k in changed)
+        if changed == ["index"] and options.get("index"):
+            return f"options differ ({pairs}: feedgpu index {out} adds the indexes)"
         return f"options differ ({pairs})"
-    if old.inputs_fingerprint != plan.inputs_fingerprint:
+    if old.inputs_fingerprint != inputs:
         return "the input files changed"
     return "the dataset name differs"
+
+
+def finished_dataset(
+    out: str, options: Sequence[Mapping[str, Any]], inputs: str, name: str, overwrite: bool
+) -> Manifest | None:
+    """The finished dataset in out if it is the one asked for (its recorded options one of
+    options, the same inputs and name, every shard there); None if out holds none, or one
+    to be replaced (overwrite). Checked before any long work too (a tokenizer trained).
+
+    Raises:
+        DatasetError: out holds another finished dataset and overwrite is False.
+    """
+    if not storage.exists(storage.join(out, names.MANIFEST)):
+        return None
+    old = read_manifest(out)
+    present = set(storage.listdir(out))
+    shards_present = all(s.file in present for sp in old.splits.values() for s in sp.shards)
+    same = [o for o in options if output_fingerprint(o, inputs, name) == old.fingerprint]
+    if same and shards_present and not overwrite:
+        return old
+    if not overwrite:
+        why = (
+            _describe_change(old, options[0], inputs, out)
+            if shards_present
+            else "shard files are missing"
+        )
+        raise DatasetError(
+            f"{out} already holds a feedgpu dataset but {why}; "
+            "use --overwrite to replace it, or choose another output folder"
+        )
+    return None
 
 
 def _prepare(plan: DatasetPlan, overwrite: bool) -> bool:
@@ -105,18 +136,10 @@ def _prepare(plan: DatasetPlan, overwrite: bool) -> bool:
     storage.makedirs(out)
     present = storage.listdir(out)
     if names.MANIFEST in present:
-        old = read_manifest(out)
-        shards_present = all(s.file in present for sp in old.splits.values() for s in sp.shards)
-        if old.fingerprint == plan.fingerprint and shards_present and not overwrite:
+        if finished_dataset(out, [plan.options], plan.inputs_fingerprint, plan.name, overwrite):
             if WORK_DIR in present:
                 storage.remove(storage.join(out, WORK_DIR))
             return True
-        if not overwrite:
-            why = _describe_change(old, plan) if shards_present else "shard files are missing"
-            raise DatasetError(
-                f"{out} already holds a feedgpu dataset but {why}; "
-                "use --overwrite to replace it, or choose another output folder"
-            )
         _remove_dataset(out)
     elif WORK_DIR in present:
         plan_file = storage.join(out, WORK_DIR, "plan.json")

@@ -66,7 +66,8 @@ class TokenizerInfo:
     """Which tokenizer made a text dataset's ids, and the ids readers need from it.
 
     Attributes:
-        identity: content hash of the saved tokenizer.json: readers refuse other tokenizers.
+        identity: content hash of the tokenizer's vocabulary and settings (the truncation the
+            saved tokenizer.json adds for --max-length aside): readers refuse other tokenizers.
         spec: the --tokenizer argument given.
         model: the HF model type ("WordPiece", "BPE", ...).
         vocab_size: ids are below this.
