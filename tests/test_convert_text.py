@@ -759,7 +759,7 @@ def test_blocks_of_long_lines_stay_within_their_byte_budget(monkeypatch, tmp_pat
     local = tmp_path / "book.jsonl"
     lines = [b"x" * 999 + b"\n"] * 100 + [b"short\n"] * 3000 + [b"y" * 12000 + b"\n", b"end"]
     local.write_bytes(b"".join(lines))
-    read = list(text_sources._raw_lines(SourceFile("book.jsonl", str(local), 0, 0)))
+    read = list(text_sources._raw_lines(SourceFile("book.jsonl", str(local), 0, 0), 1 << 30))
     assert [line for block in read for line in block.lines()] == lines
     assert [block.number for block in read] == list(
         itertools.accumulate([len(block) for block in read[:-1]], initial=1)
@@ -956,3 +956,80 @@ def test_the_saved_tokenizer_truncates_as_the_stored_examples(tmp_path: Path) ->
     plain = convert_text(str(src), str(tmp_path / "whole"), TextOptions(tokenizer=str(vocab)))
     whole = Tokenizer.from_file(str(tmp_path / "whole" / "tokenizer.json"))
     assert plain.num_examples == 40 and len(whole.encode(texts[8]).ids) == 20  # untruncated
+
+
+@pytest.mark.parametrize("name", ["a.jsonl", "a.jsonl.gz", "b.txt"])
+def test_a_document_over_the_size_limit_is_skipped_unread(tmp_path: Path, name: str) -> None:
+    """A line (or a .txt file read whole) over --max-document-mb is a counted skip at its own
+    line; the documents around it keep theirs; --strict stops on it."""
+    import gzip
+
+    from feedgpu import InputError
+
+    big = "word " * 450_000  # 2.2 MB of text, over a 1 MB limit
+    texts = ["first doc", big, "third doc", big + "again", "fifth doc"]
+    src = tmp_path / "src"
+    src.mkdir()
+    if name.endswith(".txt"):
+        (src / name).write_text("\n".join(texts))  # the last line without a newline
+    else:
+        data = "".join(json.dumps({"text": t}) + "\n" for t in texts).encode()
+        (src / name).write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "word", "doc", "first"]))
+    options = TextOptions(
+        tokenizer=str(vocab), doc_per_line=True, max_document_mb=1, docs_per_record=1
+    )
+    report = convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
+    lines = (tmp_path / "out" / "skipped.jsonl").read_text().splitlines()
+    skipped = [json.loads(line) for line in lines]
+    too_large = sorted(s["path"] for s in skipped if s["reason"] == "document too large")
+    assert too_large == [f"{name}:2", f"{name}:4"] and report.num_skipped == 2
+    kept = sorted(ex["doc_id"][0].decode() for ex in shard_examples(tmp_path / "out"))
+    assert kept == [f"{name}:1", f"{name}:3", f"{name}:5"]
+    if name.endswith(".txt"):  # a document a file, read whole: at most the limit is read
+        whole = tmp_path / "whole"
+        whole.mkdir()
+        (whole / "big.txt").write_text(big)
+        (whole / "small.txt").write_text("first doc")
+        files = dataclasses.replace(options, doc_per_line=False)
+        report = convert_text(str(whole), str(tmp_path / "out-whole"), files, quiet=True)
+        assert report.num_examples == 1 and report.skipped_by_reason == {"document too large": 1}
+    with pytest.raises(InputError, match="document too large"):
+        convert_text(str(src), str(tmp_path / "strict"), options, quiet=True, strict=True)
+    with pytest.raises(UsageError, match=r"--max-document-mb 0\.5: must be at least 1"):
+        TextOptions(tokenizer=str(vocab), max_document_mb=0.5)
+
+
+@pytest.mark.parametrize("read_size", [700, 1000, 3000])  # a limit is never below a read
+def test_read_blocks_never_holds_a_line_over_the_limit(
+    tmp_path: Path, monkeypatch, read_size: int
+) -> None:
+    """In a long line's place its size; every other line whole, from a plain file (part lines
+    read again), a gzip file and a stream (part lines joined), whatever the reads' sizes."""
+    import gzip
+
+    from feedgpu.converters.text import raw_lines
+
+    monkeypatch.setattr(raw_lines, "BLOCK_BYTES", read_size)
+    lines = [b"short\n", b"x" * 5000 + b"\n", b"mid " * 50 + b"\n", b"y" * 3001 + b"\n", b"end"]
+    (tmp_path / "a").write_bytes(b"".join(lines))
+    (tmp_path / "a.gz").write_bytes(gzip.compress(b"".join(lines)))
+
+    def streams():
+        with open(tmp_path / "a", "rb") as plain:
+            yield plain
+        with gzip.open(tmp_path / "a.gz", "rb") as gzipped:
+            yield gzipped
+        yield io.BytesIO(b"".join(lines))
+
+    for stream in streams():
+        found: list[object] = []
+        for block in raw_lines.read_blocks(stream, 3000):
+            if isinstance(block, int):
+                found.append(block)
+                continue
+            data, ends = block
+            assert len(data) <= 2 * read_size  # never a long line's bytes
+            found += [data[a:b] for a, b in itertools.pairwise(ends.tolist())]
+        assert found == [lines[0], 5001, lines[2], 3002, lines[4]], stream

@@ -33,6 +33,7 @@ from feedgpu.converters.text.chunks import TextRunner
 from feedgpu.converters.text.options import TextOptions, TextSource
 from feedgpu.converters.text.records import SAMPLE_DOCUMENTS, SHORT_IDS, choose_per_record
 from feedgpu.converters.text.sources import (
+    MAX_DOCUMENT_MB,
     Document,
     ReadOptions,
     input_bytes,
@@ -176,15 +177,18 @@ def plan_text_dataset(
 
 
 def _recorded(options: TextOptions, blocks: bool) -> dict[str, Any]:
-    """The options a dataset records (its fingerprint's): pad_id and index only when set,
-    docs_per_record only when records hold blocks, so datasets converted before they existed
-    (or with a document a record, the same bytes) keep their fingerprint and re-running the
-    same command finds them complete; blocks are other bytes, never the resumption of a run
-    without them."""
+    """The options a dataset records (its fingerprint's): pad_id, index and max_document_mb
+    only when set, docs_per_record only when records hold blocks, so datasets converted before
+    they existed (or with a document a record, the same bytes) keep their fingerprint and
+    re-running the same command finds them complete; blocks are other bytes, never the
+    resumption of a run without them."""
     recorded = {
         k: v
         for k, v in asdict(options).items()
-        if k != "docs_per_record" and (k != "pad_id" or v is not None) and (k != "index" or v)
+        if k != "docs_per_record"
+        and (k != "pad_id" or v is not None)
+        and (k != "index" or v)
+        and (k != "max_document_mb" or v != MAX_DOCUMENT_MB)
     }
     if blocks:
         recorded["docs_per_record"] = options.docs_per_record or "auto"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from feedgpu.converters.listing import SourceFile
-from feedgpu.converters.text.sources import ReadOptions
+from feedgpu.converters.text.sources import MAX_DOCUMENT_MB, ReadOptions
 from feedgpu.errors import UsageError
 
 
@@ -40,6 +40,9 @@ class TextOptions:
             with stride or pack): N, or None ("auto": blocks of about 4k ids for short
             documents, one a record for longer ones; `blocks.choose_per_record`); 1 writes
             format 2's layout.
+        max_document_mb: a document (a line, or a .txt file read whole) over this is skipped
+            unread ("document too large"), as image bombs are: HF's tokenizers hold ~75-130
+            bytes a character of one text (2 MB of text: ~0.15-0.25 GB).
     """
 
     tokenizer: str
@@ -62,6 +65,7 @@ class TextOptions:
     name: str | None = None
     index: bool = False
     docs_per_record: int | None = None
+    max_document_mb: float = MAX_DOCUMENT_MB
 
     def __post_init__(self) -> None:
         if self.encoding_errors not in ("skip", "replace"):
@@ -81,6 +85,8 @@ class TextOptions:
         for flag, value in (("--shard-size-mb", self.shard_size_mb), ("--chunk-mb", self.chunk_mb)):
             if value <= 0:
                 raise UsageError(f"{flag} {value}: must be positive")
+        if self.max_document_mb < 1:
+            raise UsageError(f"--max-document-mb {self.max_document_mb}: must be at least 1")
         if self.num_shards is not None and self.num_shards < 1:
             raise UsageError(f"--num-shards {self.num_shards}: must be at least 1")
         if self.docs_per_record is not None and not 1 <= self.docs_per_record <= 65536:
@@ -127,7 +133,11 @@ class TextOptions:
     def read(self) -> ReadOptions:
         """How files become documents."""
         return ReadOptions(
-            self.doc_per_line, self.text_field, self.label_field, self.encoding_errors
+            self.doc_per_line,
+            self.text_field,
+            self.label_field,
+            self.encoding_errors,
+            int(self.max_document_mb * (1 << 20)),
         )
 
 

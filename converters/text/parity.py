@@ -123,14 +123,23 @@ def _documents_from(
         with open(source.file.path, "rb") as f:
             f.seek(max(0, offset - 1))
             if offset:
-                f.readline()  # the rest of the line the place fell in
-            for line in f:
-                yield line_document(line, source.file.rel, is_json, read)
+                _rest_of_line(f, b"")  # of the line the place fell in
+            while limit > 0 and (line := f.readline(read.max_bytes + 1)):
                 limit -= len(line)
-                if limit <= 0:
-                    return
+                if len(line) > read.max_bytes:  # a document too large: never held whole
+                    limit -= _rest_of_line(f, line)
+                    continue
+                yield line_document(line, source.file.rel, is_json, read)
     except OSError:  # the conversion itself reports an unreadable file
         return
+
+
+def _rest_of_line(f: Any, part: bytes) -> int:
+    """The rest of the line part began read and dropped, a MiB at a time; its bytes."""
+    read = 0
+    while not part.endswith(b"\n") and (part := f.readline(1 << 20)):
+        read += len(part)
+    return read
 
 
 def _taken(documents: Iterator[Any], chars: int) -> Iterator[Document]:

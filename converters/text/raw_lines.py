@@ -52,34 +52,53 @@ class RawLines:
         return [self.data[a:b] for a, b in itertools.pairwise(bounds)]
 
 
-def read_blocks(f: IO[bytes]) -> Iterator[tuple[bytes, Any]]:
+def read_blocks(f: IO[bytes], limit: int | None = None) -> Iterator[tuple[bytes, Any] | int]:
     """A file's whole lines, about BLOCK_BYTES at a time: the bytes, and the lines' bounds in
     them (`RawLines.ends`, which may end before the bytes do). The last line may lack its
-    newline; a line longer than a read waits for its end.
+    newline; a line longer than a read waits for its end, but a line over limit bytes (at least
+    BLOCK_BYTES: a line within one read is not measured) is never held: in its place comes
+    its size (an int; over limit, as far as it was read).
 
     A block is the bytes read, whole: cut at its last newline, each block's bytes were copied
     once more. A plain file's part line after it is read again with the next block; a gzip
     file's (whose seeking back decompresses from its start) and a stream's (a remote file) are
     joined to the next read."""
-    parts: list[Any] = []
+    parts: list[Any] = []  # the start of a line longer than the reads so far
+    held = 0  # their bytes
+    skipped = -1  # the bytes so far of a line over limit, not held; -1: none
     again = isinstance(f, io.BufferedReader) and f.seekable()  # a plain file, not a pipe
     while chunk := f.read(BLOCK_BYTES):
-        cut = chunk.rfind(b"\n") + 1
+        at = 0  # where this read's bytes still to place begin
+        if skipped >= 0 or parts:
+            end = chunk.find(b"\n") + 1
+            line = max(skipped, held) + (end or len(chunk))
+            if skipped >= 0 or (limit is not None and line > limit):
+                parts, held, skipped = [], 0, line
+                if not end:
+                    continue
+                yield skipped
+                skipped, at = -1, end
+        cut = chunk.rfind(b"\n", at) + 1
         if not cut:
-            parts.append(chunk)
+            parts.append(memoryview(chunk)[at:])
+            held += len(chunk) - at
+            if limit is not None and held > limit:
+                parts, held, skipped = [], 0, held
             continue
         if parts:  # a line longer than the reads before it
             data, size = b"".join([*parts, memoryview(chunk)[:cut]]), None
         else:
-            data, size = chunk, cut
-        parts = []
+            data, size = (chunk[at:], cut - at) if at else (chunk, cut)
+        parts, held = [], 0
         if cut < len(chunk):
             if again:
                 f.seek(cut - len(chunk), io.SEEK_CUR)
             else:
-                parts = [chunk[cut:]]
+                parts, held = [chunk[cut:]], len(chunk) - cut
         yield data, line_bounds(data, size)
-    if parts:
+    if skipped >= 0:
+        yield skipped
+    elif parts:
         data = b"".join(parts)
         yield data, line_bounds(data)
 

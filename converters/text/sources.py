@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import glob
 import gzip
-import itertools
 import json
 import os
 import re
@@ -30,6 +29,7 @@ from feedgpu.errors import UsageError
 
 TEXT_SUFFIXES = (".txt", ".text", ".jsonl", ".ndjson")
 _BINARY_PROBE = 8192
+MAX_DOCUMENT_MB = 2.0  # --max-document-mb's default: HF on 2 MB of BPE text, ~0.9 GB peak
 
 
 @dataclass(frozen=True)
@@ -51,12 +51,24 @@ class ReadOptions:
         text_field: JSON key of the text in .jsonl lines.
         label_field: JSON key of the label in .jsonl lines, if any.
         encoding_errors: "skip" drops non-UTF-8 documents; "replace" substitutes U+FFFD.
+        max_bytes: a longer line (or .txt file read whole) is a Skip, never held.
     """
 
     doc_per_line: bool = False
     text_field: str = "text"
     label_field: str | None = None
     encoding_errors: str = "skip"
+    max_bytes: int = int(MAX_DOCUMENT_MB * (1 << 20))
+
+    def too_large(self, where: str, size: int) -> Skip:
+        """The Skip of a document over max_bytes (size: its bytes, as far as they were read)."""
+        limit = self.max_bytes / (1 << 20)
+        return Skip(
+            where,
+            "document too large",
+            f"{size / (1 << 20):.1f}+ MB, over --max-document-mb {limit:g} (split it, or raise "
+            "the limit: tokenizing one text takes ~75-130 bytes of memory a character)",
+        )
 
 
 def is_text_name(name: str) -> bool:
@@ -160,12 +172,6 @@ def _opened(path: str) -> Iterator[IO[bytes]]:
         raise OSError(e.message) from e
 
 
-def _open(path: str) -> Iterator[bytes]:
-    """A file's lines, streamed."""
-    with _opened(path) as f:
-        yield from f
-
-
 def input_bytes(f: SourceFile) -> int:
     """The text a file holds, about: gzip is taken as ~3:1 for text."""
     return f.size * 3 if f.rel.lower().endswith(".gz") else f.size
@@ -187,28 +193,32 @@ def _read(
     name = file.rel.lower().removesuffix(".gz")
     is_json = name.endswith((".jsonl", ".ndjson"))
     try:
-        if is_json and blocks and options.label_field is None:
-            yield from _raw_lines(file)
+        if is_json or options.doc_per_line:
+            for found in _raw_lines(file, options.max_bytes):
+                if isinstance(found, Skip) or (blocks and is_json and not options.label_field):
+                    yield found
+                    continue
+                for offset, line in enumerate(found.lines()):
+                    where = f"{file.rel}:{found.number + offset}"
+                    document = line_document(line, where, is_json, options)
+                    if document is not None:
+                        yield document
             return
-        lines = _open(file.path)
-        first = next(lines, b"")
-        if b"\0" in first[:_BINARY_PROBE]:
+        with _opened(file.path) as f:  # one document per file: the document is the file
+            raw = f.read(options.max_bytes + 1)
+        if len(raw) > options.max_bytes:
+            yield options.too_large(file.rel, len(raw))
+            return
+        if b"\0" in raw[:_BINARY_PROBE]:
             yield Skip(file.rel, "binary file", "contains NUL bytes")
             return
-        if not is_json and not options.doc_per_line:
-            raw = first + b"".join(lines)  # one document per file: the document is the file
-            text = _decode(raw, file.rel, options.encoding_errors)
-            if isinstance(text, Skip):
-                yield text
-            elif not text.strip():
-                yield Skip(file.rel, "empty document", "no text")
-            else:
-                yield Document(file.rel, text)
-            return
-        for number, line in enumerate(itertools.chain([first] if first else [], lines), 1):
-            found = line_document(line, f"{file.rel}:{number}", is_json, options)
-            if found is not None:
-                yield found
+        text = _decode(raw, file.rel, options.encoding_errors)
+        if isinstance(text, Skip):
+            yield text
+        elif not text.strip():
+            yield Skip(file.rel, "empty document", "no text")
+        else:
+            yield Document(file.rel, text)
     except (OSError, EOFError, zlib.error) as e:
         yield Skip(file.rel, "unreadable", f"{type(e).__name__}: {e} (documents before it kept)")
 
@@ -234,23 +244,24 @@ def line_document(
     return Document(where, text.rstrip("\r\n"))
 
 
-def _raw_lines(file: SourceFile) -> Iterator[RawLines | Skip]:
-    """A JSONL file's lines in blocks of BLOCK_LINES at most, as read (`raw_lines.read_blocks`;
-    a binary file: a Skip)."""
+def _raw_lines(file: SourceFile, limit: int) -> Iterator[RawLines | Skip]:
+    """A line-per-document file's lines in blocks of BLOCK_LINES at most, as read
+    (`raw_lines.read_blocks`); a line over limit bytes, and a binary file, a Skip."""
     number = 1
-    for data, ends in _line_blocks(file.path):
-        if number == 1 and b"\0" in data[: min(ends[1], _BINARY_PROBE)]:
-            yield Skip(file.rel, "binary file", "contains NUL bytes")
-            return
-        for start in range(0, len(ends) - 1, raw_lines.BLOCK_LINES):
-            bounds = ends[start : start + raw_lines.BLOCK_LINES + 1]
-            yield RawLines(file.rel, number, data, bounds)
-            number += len(bounds) - 1
-
-
-def _line_blocks(path: str) -> Iterator[tuple[bytes, Any]]:
-    with _opened(path) as f:
-        yield from raw_lines.read_blocks(f)
+    with _opened(file.path) as f:
+        for block in raw_lines.read_blocks(f, limit):
+            if isinstance(block, int):  # a line too long to hold: its size so far
+                yield ReadOptions(max_bytes=limit).too_large(f"{file.rel}:{number}", block)
+                number += 1
+                continue
+            data, ends = block
+            if number == 1 and b"\0" in data[: min(ends[1], _BINARY_PROBE)]:
+                yield Skip(file.rel, "binary file", "contains NUL bytes")
+                return
+            for start in range(0, len(ends) - 1, raw_lines.BLOCK_LINES):
+                bounds = ends[start : start + raw_lines.BLOCK_LINES + 1]
+                yield RawLines(file.rel, number, data, bounds)
+                number += len(bounds) - 1
 
 
 def parse_lines(

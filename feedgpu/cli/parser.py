@@ -137,6 +137,12 @@ TEXT = [
     switch("--special", "add the tokenizer's special tokens (CLS/SEP, BOS/EOS)"),
     value("--chunk-mb", "input per resumable unit: a killed run redoes at most one chunk", float),
     value(
+        "--max-document-mb",
+        "skip (counted) a document larger than this: a line, or a .txt file read whole "
+        "(default 2; tokenizing one text holds ~75-130 bytes of memory a character)",
+        float,
+    ),
+    value(
         "--docs-per-record",
         "documents a record holds: N, or auto (short documents: blocks of about 4k ids; "
         "longer ones: 1, one document a record, format 2's layout)",
