@@ -1033,3 +1033,41 @@ def test_read_blocks_never_holds_a_line_over_the_limit(
             assert len(data) <= 2 * read_size  # never a long line's bytes
             found += [data[a:b] for a, b in itertools.pairwise(ends.tolist())]
         assert found == [lines[0], 5001, lines[2], 3002, lines[4]], stream
+
+
+def test_legacy_encodings_are_read_and_replacements_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """KOI8-R text: skipped as not UTF-8 (skipped.jsonl written, the advice names --encoding),
+    read exactly with --encoding koi8-r, and with --encoding-errors replace its replaced bytes
+    counted in the manifest and said."""
+    from feedgpu import InputError
+
+    russian = ["Мой ёжик спит", "Привет мир", "Мой мир"]
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "ru.txt").write_bytes("\n".join(russian).encode("koi8-r") + b"\n")
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "мои", "мир", "ежик"]))
+    options = TextOptions(tokenizer=str(vocab), doc_per_line=True, docs_per_record=1)
+    with pytest.raises(InputError, match="--encoding NAME"):
+        convert_text(str(src), str(tmp_path / "utf8"), options, quiet=True)
+    skipped = (tmp_path / "utf8" / "skipped.jsonl").read_text()
+    assert skipped.count('"not UTF-8"') == 3
+    koi8 = dataclasses.replace(options, encoding="koi8-r")
+    convert_text(str(src), str(tmp_path / "koi8"), koi8, quiet=True)
+    saved = Tokenizer.from_file(str(tmp_path / "koi8" / "tokenizer.json"))
+    found = {ex["doc_id"][0].decode(): ex["input_ids"] for ex in shard_examples(tmp_path / "koi8")}
+    assert [found[f"ru.txt:{i}"] for i in (1, 2, 3)] == [saved.encode(t).ids for t in russian]
+    assert read_manifest(str(tmp_path / "koi8")).text.replaced_bytes == 0
+    replace = dataclasses.replace(options, encoding_errors="replace")
+    with caplog.at_level("WARNING"):
+        convert_text(str(src), str(tmp_path / "replaced"), replace, quiet=True)
+    text = read_manifest(str(tmp_path / "replaced")).text
+    letters = sum(len(t.replace(" ", "")) for t in russian)  # one byte each in KOI8-R
+    assert text.replaced_bytes == letters
+    assert "likely in another encoding" in caplog.text
+    with pytest.raises(UsageError, match="UTF-16"):
+        TextOptions(tokenizer="x", encoding="utf-16")
+    with pytest.raises(UsageError, match="no such encoding"):
+        TextOptions(tokenizer="x", encoding="klingon")

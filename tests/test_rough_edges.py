@@ -33,15 +33,15 @@ def test_a_text_conversion_that_keeps_nothing_is_refused(
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a"]) + "\n")
     (jsonl_corpus / "notes.txt").unlink()  # only JSON lines, none with a "title"
-    code = main(
-        ["convert", "text", str(jsonl_corpus), str(tmp_path / "out"), "--tokenizer", str(vocab),
-         "--text-field", "title"]
-    )  # fmt: skip
+    args = ["convert", "text", str(jsonl_corpus), str(tmp_path / "out"), "--tokenizer",
+            str(vocab), "--text-field", "title"]  # fmt: skip
+    code = main(args)
     err = capsys.readouterr().err
     assert code == 1
-    assert err.startswith("feedgpu: error: no document of ") and err.count("\n") == 1
-    assert "no text field" in err and "--text-field" in err
+    assert err.startswith("feedgpu: error: kept 0 of 81 inputs: 79 skipped as 'no text field'")
+    assert "--text-field" in err and err.count("\n") == 1
     assert not (tmp_path / "out" / "feedgpu.json").exists()
+    assert (tmp_path / "out" / "skipped.jsonl").read_text().count("no text field") == 79
 
 
 def test_max_length_statistics_describe_what_is_stored(tmp_path: Path) -> None:

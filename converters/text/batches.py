@@ -60,6 +60,7 @@ class Batch:
     # yet, in runs of (prefix, line numbers: int64 numpy), before any of doc_ids (`names`).
     runs: list[tuple[str, Any]] = field(default_factory=list)
     in_runs: int = 0
+    replaced: int = 0  # its documents' bytes replaced by U+FFFD (`Document.replaced`)
 
     def __len__(self) -> int:
         return len(self.doc_ids) + self.in_runs
@@ -97,6 +98,7 @@ class Batch:
         self.texts.append(doc.text)
         self.splits.append(split)
         self.labels.append(label)
+        self.replaced += doc.replaced
 
     def add_lines(self, raw: RawLines, start: int, end: int, split: str | None) -> None:
         """Lines start..end of raw, to parse on a tokenizer thread."""
@@ -187,7 +189,8 @@ class Batch:
             lines = np.insert(taken, at, [line for line, _ in kept])
             lengths = np.insert(lengths, at, 0)
             todo += (at + np.arange(len(at)) + len(self)).tolist()
-            self.texts += [text for _, text in kept]
+            self.texts += [doc.text for _, doc in kept]
+            self.replaced += sum(doc.replaced for _, doc in kept)
         prefix, lines = f"{raw.rel}:", lines + (raw.number + start)
         if split is not None and not self.doc_ids:  # named when needed, if ever
             self.runs.append((prefix, lines))
@@ -205,11 +208,11 @@ class Batch:
 
 def _parse_left(
     raw: RawLines, start: int, left: list[int], read: ReadOptions
-) -> tuple[list[Skip], list[tuple[int, str]]]:
+) -> tuple[list[Skip], list[tuple[int, Document]]]:
     """The lines of raw a `LineIds` left (offsets from start), parsed one by one: their skips,
-    and each document's line and text (a blank line has neither)."""
+    and each document with its line (a blank line has neither)."""
     skips: list[Skip] = []
-    kept: list[tuple[int, str]] = []
+    kept: list[tuple[int, Document]] = []
     for line in left:
         found = line_document(
             raw.line(start + line), f"{raw.rel}:{raw.number + start + line}", True, read
@@ -217,7 +220,7 @@ def _parse_left(
         if isinstance(found, Skip):
             skips.append(found)
         elif found is not None:
-            kept.append((line, found.text))
+            kept.append((line, found))
     return skips, kept
 
 

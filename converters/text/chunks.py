@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from feedgpu import storage
 from feedgpu.convert.commit import WORK_DIR, Progress
 from feedgpu.convert.execute import ShardStage, StageOutput
+from feedgpu.convert.kept import counted
 from feedgpu.convert.plan import DatasetPlan, ShardTask, Skip
 from feedgpu.convert.run_options import RunOptions
 from feedgpu.converters.text.batches import Batch, Labels, iter_batches
@@ -145,12 +146,13 @@ class TextRunner(ShardStage):
         files = [self.sources[i] for i in self.chunks[index]]
         skips: list[Skip] = []
         batches = iter_batches(files, self.options.read, self.labels, skips, run.strict)
-        tokens = 0
+        tokens = replaced = 0
 
         def emit(batch: Batch, encoded: Any) -> None:
-            nonlocal tokens
+            nonlocal tokens, replaced
             count = writer.pack(*encoded) if packer else writer.put(encoded)
             tokens += count
+            replaced += batch.replaced
             on_progress(len(batch), count)
 
         def submit(batch: Batch) -> Future[Any]:
@@ -162,6 +164,7 @@ class TextRunner(ShardStage):
             "tokenizer": self.tok.identity,
             "pieces": writer.close(),
             "tokens": tokens,
+            "replaced": replaced,
             "skips": [asdict(s) for s in skips],
             "folder": folder,
         }
@@ -220,10 +223,11 @@ class TextRunner(ShardStage):
                 raise
         skips = [Skip(**s) for info in infos for s in info.get("skips", [])]
         pieces = [p for info in infos for p in info.get("pieces", {}).values()]
-        if not any(piece["records"] for piece in pieces):
+        every = [*self.plan.listing_skips, *skips]  # files refused while listing too
+        if not any(piece["records"] for piece in pieces) and not counted(every, "text"):
             # As image conversion refuses a folder without labelled images: an empty dataset
-            # is never what was meant, and its cause is in the skip reasons.
-            every = [*self.plan.listing_skips, *skips]  # files refused while listing too
+            # is never what was meant. (With skips, `check_kept` refuses it once skipped.jsonl
+            # holds their reasons.)
             reasons = Counter(skip.reason for skip in every).most_common()
             why = ", ".join(f"{n} {reason}" for reason, n in reasons) or "no documents found"
             raise InputError(
@@ -237,7 +241,8 @@ class TextRunner(ShardStage):
             self.tokenizer_info, identity=self.tok.identity, parity=self.parity
         )
         body = PieceShardBody(self.work, infos, self.schema.blocks)
-        text = text_statistics(pieces)
+        replaced = sum(int(info.get("replaced", 0)) for info in infos)
+        text = dataclasses.replace(text_statistics(pieces), replaced_bytes=replaced)
         return StageOutput(body, skips, used, text, length_summary(text))
 
 

@@ -177,11 +177,11 @@ def plan_text_dataset(
 
 
 def _recorded(options: TextOptions, blocks: bool) -> dict[str, Any]:
-    """The options a dataset records (its fingerprint's): pad_id, index and max_document_mb
-    only when set, docs_per_record only when records hold blocks, so datasets converted before
-    they existed (or with a document a record, the same bytes) keep their fingerprint and
-    re-running the same command finds them complete; blocks are other bytes, never the
-    resumption of a run without them."""
+    """The options a dataset records (its fingerprint's): pad_id, index, encoding and
+    max_document_mb only when set, docs_per_record only when records hold blocks, so datasets
+    converted before they existed (or with a document a record, the same bytes) keep their
+    fingerprint and re-running the same command finds them complete; blocks are other bytes,
+    never the resumption of a run without them."""
     recorded = {
         k: v
         for k, v in asdict(options).items()
@@ -189,6 +189,7 @@ def _recorded(options: TextOptions, blocks: bool) -> dict[str, Any]:
         and (k != "pad_id" or v is not None)
         and (k != "index" or v)
         and (k != "max_document_mb" or v != MAX_DOCUMENT_MB)
+        and (k != "encoding" or v != "utf-8")
     }
     if blocks:
         recorded["docs_per_record"] = options.docs_per_record or "auto"
@@ -248,10 +249,8 @@ def _labelled_sources(
     skips so far, and the label names (read from every document for --label-field)."""
     sources = _sources(files, options)
     if options.folder_labels:
-        unlabelled = [s for s in sources if s.label is None]
-        skips = skips + [
-            Skip(s.file.rel, "no label", "not inside a class folder") for s in unlabelled
-        ]
+        outside = [s.file.rel for s in sources if s.label is None]
+        skips = skips + [Skip(rel, "no label", "not inside a class folder") for rel in outside]
         sources = [s for s in sources if s.label is not None]
     label_names: list[str] = sort_labels(s.label for s in sources if s.label is not None)
     if options.label_field:  # a pre-pass: label names must be known before the first example
@@ -286,13 +285,8 @@ def _tokenizer(
     passes = 2 if spec.model == "wordpiece" else 1  # WordPiece: its alphabet, then pieces
     split = _TrainSplit(sources, options.read, fractions, quiet=quiet, passes=passes)
     tokenizer = load_tokenizer(spec, split)
-    logger.info(
-        "tokenizer: learned a %s vocabulary of %d (%d asked) from %d documents",
-        spec.model,
-        tokenizer.vocab_size,
-        spec.vocab_size,
-        split.documents,
-    )
+    learned = (spec.model, tokenizer.vocab_size, spec.vocab_size, split.documents)
+    logger.info("tokenizer: learned a %s vocabulary of %d (%d asked) from %d documents", *learned)
     return tokenizer
 
 

@@ -40,6 +40,8 @@ class TextOptions:
             with stride or pack): N, or None ("auto": blocks of about 4k ids for short
             documents, one a record for longer ones; `blocks.choose_per_record`); 1 writes
             format 2's layout.
+        encoding: of .txt files, any whose bytes for ASCII are ASCII's (cp1251, koi8-r,
+            latin-1, shift_jis...); a JSON line is UTF-8 by definition.
         max_document_mb: a document (a line, or a .txt file read whole) over this is skipped
             unread ("document too large"), as image bombs are: HF's tokenizers hold ~75-130
             bytes a character of one text (2 MB of text: ~0.15-0.25 GB).
@@ -52,6 +54,7 @@ class TextOptions:
     label_field: str | None = None
     folder_labels: bool = False
     encoding_errors: str = "skip"
+    encoding: str = "utf-8"
     max_length: int | None = None
     stride: int | None = None
     pack: int | None = None
@@ -70,6 +73,15 @@ class TextOptions:
     def __post_init__(self) -> None:
         if self.encoding_errors not in ("skip", "replace"):
             raise UsageError(f"--encoding-errors {self.encoding_errors!r}: choose skip or replace")
+        try:  # ASCII's bytes as ASCII: newlines split lines, JSON and markup read as written
+            ascii_bytes = "\n {}<>[]az09".encode(self.encoding) == b"\n {}<>[]az09"
+        except LookupError:
+            raise UsageError(f"--encoding {self.encoding!r}: no such encoding") from None
+        if not ascii_bytes:
+            raise UsageError(
+                f"--encoding {self.encoding}: its bytes for ASCII are not ASCII's (UTF-16 and "
+                "UTF-32 are not taken); convert the files to UTF-8 first (iconv -t utf-8)"
+            )
         if self.max_length is not None and self.max_length < 4:
             raise UsageError(f"--max-length {self.max_length}: must be at least 4")
         if self.stride is not None:
@@ -138,6 +150,7 @@ class TextOptions:
             self.label_field,
             self.encoding_errors,
             int(self.max_document_mb * (1 << 20)),
+            self.encoding,
         )
 
 

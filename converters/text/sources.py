@@ -7,12 +7,15 @@ document is yielded or reported as a `Skip` with its file and line.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import glob
 import gzip
 import json
+import logging
 import os
 import re
+import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +30,7 @@ from feedgpu.converters.text import raw_lines
 from feedgpu.converters.text.raw_lines import RawLines
 from feedgpu.errors import UsageError
 
+logger = logging.getLogger(__name__)
 TEXT_SUFFIXES = (".txt", ".text", ".jsonl", ".ndjson")
 _BINARY_PROBE = 8192
 MAX_DOCUMENT_MB = 2.0  # --max-document-mb's default: HF on 2 MB of BPE text, ~0.9 GB peak
@@ -40,6 +44,7 @@ class Document:
     text: str
     label: str | None = None
     label_number: bool = False  # its label was a JSON number or boolean, made text
+    replaced: int = 0  # bytes not in the encoding, each run replaced by U+FFFD
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,7 @@ class ReadOptions:
         label_field: JSON key of the label in .jsonl lines, if any.
         encoding_errors: "skip" drops non-UTF-8 documents; "replace" substitutes U+FFFD.
         max_bytes: a longer line (or .txt file read whole) is a Skip, never held.
+        encoding: of .txt files (a JSON line is UTF-8 by definition).
     """
 
     doc_per_line: bool = False
@@ -59,6 +65,7 @@ class ReadOptions:
     label_field: str | None = None
     encoding_errors: str = "skip"
     max_bytes: int = int(MAX_DOCUMENT_MB * (1 << 20))
+    encoding: str = "utf-8"
 
     def too_large(self, where: str, size: int) -> Skip:
         """The Skip of a document over max_bytes (size: its bytes, as far as they were read)."""
@@ -141,17 +148,47 @@ def _glob_remote(pattern: str) -> tuple[list[SourceFile], list[Skip]]:
     return files, skips
 
 
-def _decode(raw: bytes, where: str, errors: str) -> str | Skip:
+def _decode(
+    raw: bytes, where: str, options: ReadOptions, encoding: str = "utf-8"
+) -> tuple[str, int] | Skip:
+    """raw as text, and how many of its bytes were not in the encoding (replaced by U+FFFD,
+    with --encoding-errors replace; else a Skip). A document mostly replaced is said, once a
+    run: its files are likely in another encoding."""
     try:
-        return raw.decode("utf-8")
+        return raw.decode(encoding), 0
     except UnicodeDecodeError as e:
-        if errors == "replace":
-            return raw.decode("utf-8", errors="replace")
-        return Skip(
-            where,
-            "not UTF-8",
-            f"invalid byte at offset {e.start} (use --encoding-errors replace to keep it)",
-        )
+        name = "UTF-8" if encoding == "utf-8" else encoding
+        if options.encoding_errors != "replace":
+            return Skip(
+                where,
+                f"not {name}",
+                f"invalid byte at offset {e.start} (pass --encoding NAME if the files use "
+                "another encoding, or --encoding-errors replace to keep it)",
+            )
+    _replaced.bytes = 0
+    text = raw.decode(encoding, errors="feedgpu-replace")
+    replaced = _replaced.bytes
+    if replaced * 10 > len(raw) and not _warned.is_set():
+        _warned.set()
+        logger.warning(
+            "%s: %d of its %d bytes are not %s (replaced by U+FFFD, which BERT's normaliser "
+            "drops): its files are likely in another encoding; pass --encoding NAME (cp1251, "
+            "koi8-r, latin-1, shift_jis...) for .txt files",
+            where, replaced, len(raw), name,
+        )  # fmt: skip
+    return text, replaced
+
+
+def _count_replaced(error: UnicodeError) -> tuple[str, int]:
+    """The "replace" error handler, counting the bytes it replaces (`_decode`)."""
+    assert isinstance(error, UnicodeDecodeError)
+    _replaced.bytes += error.end - error.start
+    return "\ufffd", error.end
+
+
+_replaced = threading.local()
+_warned = threading.Event()
+codecs.register_error("feedgpu-replace", _count_replaced)
 
 
 @contextlib.contextmanager
@@ -212,13 +249,13 @@ def _read(
         if b"\0" in raw[:_BINARY_PROBE]:
             yield Skip(file.rel, "binary file", "contains NUL bytes")
             return
-        text = _decode(raw, file.rel, options.encoding_errors)
-        if isinstance(text, Skip):
-            yield text
-        elif not text.strip():
+        decoded = _decode(raw, file.rel, options, options.encoding)
+        if isinstance(decoded, Skip):
+            yield decoded
+        elif not decoded[0].strip():
             yield Skip(file.rel, "empty document", "no text")
         else:
-            yield Document(file.rel, text)
+            yield Document(file.rel, decoded[0], replaced=decoded[1])
     except (OSError, EOFError, zlib.error) as e:
         yield Skip(file.rel, "unreadable", f"{type(e).__name__}: {e} (documents before it kept)")
 
@@ -236,12 +273,13 @@ def line_document(
             row = None  # the exact reason comes from the careful path below
         if row is not None:
             return _json_row(row, where, options, line)
-    text = _decode(line, where, options.encoding_errors)
-    if isinstance(text, Skip):
-        return text
+    decoded = _decode(line, where, options, "utf-8" if is_json else options.encoding)
+    if isinstance(decoded, Skip):
+        return decoded
+    text, replaced = decoded
     if is_json:
-        return _json_document(text, where, options)
-    return Document(where, text.rstrip("\r\n"))
+        return _json_document(text, where, options, replaced)
+    return Document(where, text.rstrip("\r\n"), replaced=replaced)
 
 
 def _raw_lines(file: SourceFile, limit: int) -> Iterator[RawLines | Skip]:
@@ -276,17 +314,17 @@ def parse_lines(
             yield found
 
 
-def _json_document(text: str, where: str, options: ReadOptions) -> Document | Skip:
+def _json_document(text: str, where: str, options: ReadOptions, replaced: int) -> Document | Skip:
     """A line orjson refused (not UTF-8, or JSON only Python's parser takes, or malformed)."""
     try:
         row = json.loads(text)
     except (ValueError, RecursionError) as e:  # RecursionError: nested past Python's limit
         return Skip(where, "malformed JSON", str(e))
-    return _json_row(row, where, options)
+    return _json_row(row, where, options, None, replaced)
 
 
 def _json_row(
-    row: Any, where: str, options: ReadOptions, line: bytes | None = None
+    row: Any, where: str, options: ReadOptions, line: bytes | None = None, replaced: int = 0
 ) -> Document | Skip:
     """The document in a parsed JSON line."""
     if not isinstance(row, dict):
@@ -307,7 +345,8 @@ def _json_row(
             return Skip(where, "not UTF-8", _SURROGATE_DETAIL)
         value = _SURROGATE.sub("\ufffd", value)
         label = label if label is None else _SURROGATE.sub("\ufffd", label)
-    return Document(where, value, label, label is not None and not isinstance(raw_label, str))
+    number = label is not None and not isinstance(raw_label, str)
+    return Document(where, value, label, number, replaced)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")  # text no UTF-8 can hold

@@ -27,7 +27,7 @@ from feedgpu.converters.text.native import NO_NATIVE_ENV, native_module
 from feedgpu.converters.text.plain_wordpiece import LineIds, PlainWordPiece, flat_ids, splice_ids
 from feedgpu.converters.text.tokenizer_spec import TokenizerSpec
 from feedgpu.errors import UsageError
-from feedgpu.format.manifest import PAD_TOKENS, pad_token_id
+from feedgpu.format.pad_tokens import PAD_TOKENS, pad_token_id
 
 logger = logging.getLogger(__name__)
 SPECIAL_WORDPIECE = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")

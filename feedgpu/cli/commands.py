@@ -84,6 +84,11 @@ def convert_text(args: argparse.Namespace) -> int:
             "uncased: case and accents folded" if tok.lowercase else "cased: case and accents kept"
         )
         print(f"tokenizer: {casing} ({how})")
+    if text and text.replaced_bytes and not args.json:
+        print(
+            f"text: {text.replaced_bytes:,} bytes not in their encoding were replaced by "
+            "U+FFFD (--encoding NAME reads .txt files in another encoding)"
+        )
     asked = tok.vocab_size_asked if tok else None
     if tok and asked and tok.vocab_size != asked and not args.json:
         why = (

@@ -109,13 +109,18 @@ TEXT = [
         "fold case and strip accents (vocab.txt, trained WordPiece); default: a trained "
         "vocabulary keeps them, a vocab.txt is uncased unless a token has a capital",
     ),
+    value(
+        "--encoding",
+        "encoding of .txt files (cp1251, koi8-r, latin-1, shift_jis...; default utf-8); JSON "
+        "lines are UTF-8",
+    ),
     switch("--doc-per-line", "each line of a .txt file is a document (default: each file)"),
     value("--text-field", "JSON key of the text in .jsonl"),
     value("--label-field", "JSON key of the label in .jsonl"),
     switch("--folder-labels", "label documents by class folder (SRC/[SPLIT/]CLASS/*.txt)"),
     value(
         "--encoding-errors",
-        "documents that are not UTF-8: skip them, or replace bad bytes",
+        "documents not in their encoding: skip them, or replace bad bytes (counted)",
         choices=("skip", "replace"),
     ),
     value("--max-length", "truncate examples to N ids", int, metavar="N"),

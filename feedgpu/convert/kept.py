@@ -31,9 +31,15 @@ ADVICE = {
     ("text", "no label"): "put the files in class folders with --folder-labels, or name the "
     "field with --label-field",
     ("text", "not a text file"): "give the file or folder that holds the .txt/.jsonl corpus",
-    ("text", "not UTF-8"): "check the files' encoding, or pass --encoding-errors replace",
+    ("text", "not UTF-8"): "pass --encoding NAME if the .txt files use another encoding "
+    "(cp1251, koi8-r, latin-1...), or --encoding-errors replace",
     ("text", "malformed JSON"): "check that each line is one JSON object",
 }
+
+
+def counted(skips: Iterable[Skip], converter: str) -> Counter[str]:
+    """Skips by reason, those that are not failed inputs left out (`NOT_COUNTED`)."""
+    return Counter(s.reason for s in skips if s.reason not in NOT_COUNTED[converter])
 
 
 def check_kept(
@@ -45,7 +51,7 @@ def check_kept(
         kept: inputs converted (images, or text documents).
         converter: "images" or "text", for what to change.
     """
-    counts = Counter(s.reason for s in skips if s.reason not in NOT_COUNTED[converter])
+    counts = counted(skips, converter)
     if allow or not counts:
         return
     reason, skipped = counts.most_common(1)[0]

@@ -1,8 +1,8 @@
 """`Manifest`: the typed `feedgpu.json`, the one contract between a converter and its readers.
 
-Only this module writes and reads the file. It records what readers need (features, splits and
-shards, labels; for text the tokenizer identity, vocabulary size, pad id, special tokens, pack
-length and exact length counts) so that no reader re-derives any of it.
+Only this module writes and reads the file. It records what readers need (features, splits,
+shards, labels; for text the tokenizer, pad id, special tokens, pack length, exact length
+counts) so that no reader re-derives any of it.
 
 Format versions: 1 (before the pad id was recorded) is still read, its pad id recovered from the
 `tokenizer.json` saved beside the shards by the rule its packer used; 3 has text records
@@ -13,18 +13,17 @@ feedgpu knows is refused with one line.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from feedgpu import storage
 from feedgpu.errors import DatasetError
 from feedgpu.format.names import MANIFEST
+from feedgpu.format.pad_tokens import legacy_pad_id
 from feedgpu.format.schema import Feature, Schema
 
 FORMAT_VERSION = 3  # text records may hold blocks of documents; without blocks: written as 2
-# Pad tokens, in the order looked for; version-1 packing took the first two (else id 0).
-PAD_TOKENS = ("[PAD]", "<pad>", "<|pad|>")
 
 
 @dataclass(frozen=True)
@@ -66,8 +65,7 @@ class TokenizerInfo:
     """Which tokenizer made a text dataset's ids, and the ids readers need from it.
 
     Attributes:
-        identity: content hash of the tokenizer's vocabulary and settings (the truncation the
-            saved tokenizer.json adds for --max-length aside): readers refuse other tokenizers.
+        identity: hash of the tokenizer (not of --max-length's truncation in the saved file).
         spec: the --tokenizer argument given.
         model: the HF model type ("WordPiece", "BPE", ...).
         vocab_size: ids are below this.
@@ -78,9 +76,8 @@ class TokenizerInfo:
         pad_token: the token pad_id stands for (None when the id has no token).
         pad_choice: why pad_id: the tokenizer's pad token, --pad-id, or a stated fallback.
         parity: the fast-path check (the road taken and why, sample size, mismatches).
-        vocab_size_asked: for a trained vocabulary, the size asked (`train:wordpiece:16000`):
-            a corpus with fewer pieces seen twice gives a smaller one, said here and in the
-            summary. None otherwise (and in manifests written before it existed).
+        vocab_size_asked: a trained vocabulary's size asked (`train:wordpiece:16000`; fewer
+            pieces seen twice give a smaller one), else None.
     """
 
     identity: str
@@ -147,6 +144,7 @@ class TextStatistics:
         unknown_rate: share of ids that are the unknown token.
         padding_waste_fixed: fixed length -> share of padding when every example is padded to it.
         length_counts: (length, examples) pairs, ascending, of the stored examples.
+        replaced_bytes: bytes replaced by U+FFFD (--encoding-errors replace); JSON: if any.
     """
 
     documents: int
@@ -154,6 +152,7 @@ class TextStatistics:
     unknown_rate: float
     padding_waste_fixed: Mapping[str, float]
     length_counts: tuple[tuple[int, int], ...]
+    replaced_bytes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """JSON form."""
@@ -163,6 +162,7 @@ class TextStatistics:
             "unknown_rate": self.unknown_rate,
             "padding_waste_fixed": dict(self.padding_waste_fixed),
             "length_counts": [list(pair) for pair in self.length_counts],
+            **({"replaced_bytes": self.replaced_bytes} if self.replaced_bytes else {}),
         }
 
     @classmethod
@@ -174,6 +174,7 @@ class TextStatistics:
             unknown_rate=float(data["unknown_rate"]),
             padding_waste_fixed=dict(data.get("padding_waste_fixed", {})),
             length_counts=tuple((int(n), int(c)) for n, c in data.get("length_counts", [])),
+            replaced_bytes=int(data.get("replaced_bytes", 0)),
         )
 
 
@@ -372,30 +373,8 @@ def read_manifest(out_dir: str) -> Manifest:
         raise DatasetError(f"{path} is not a feedgpu manifest; re-run the conversion")
     legacy_pad = 0
     if data.get("format_version", 1) == 1 and data.get("tokenizer"):
-        legacy_pad = _legacy_pad_id(out_dir)
+        legacy_pad = legacy_pad_id(out_dir)
     try:
         return Manifest.from_json(data, legacy_pad)
     except DatasetError as e:
         raise DatasetError(f"{path}: {e}; re-run feedgpu convert") from e
-
-
-def pad_token_id(config: Mapping[str, Any], tokens: Sequence[str] = PAD_TOKENS) -> int | None:
-    """The id of the first of tokens a `tokenizer.json` document knows, if any."""
-    added = {t.get("content"): t.get("id") for t in config.get("added_tokens") or ()}
-    vocab = (config.get("model") or {}).get("vocab")
-    for token in tokens:
-        found = added.get(token)
-        if found is None and isinstance(vocab, dict):
-            found = vocab.get(token)
-        if found is not None:
-            return int(found)
-    return None
-
-
-def _legacy_pad_id(out_dir: str) -> int:
-    """Format 1 packed with `[PAD]`, else `<pad>`, else id 0: the same rule, read back."""
-    try:
-        config = json.loads(storage.read_bytes(storage.join(out_dir, "tokenizer.json")))
-    except (OSError, ValueError):
-        return 0
-    return pad_token_id(config, PAD_TOKENS[:1]) or pad_token_id(config, PAD_TOKENS[1:2]) or 0
