@@ -4,6 +4,7 @@ bytes as one that was never stopped."""
 
 from __future__ import annotations
 
+import itertools
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from conftest import word_files
 
 from feedgpu.converters.text import batches as text_batches
-from feedgpu.converters.text.batches import Batch
+from feedgpu.converters.text import chunks as text_chunks
 from feedgpu.converters.text.chunks import TextRunner, run_batches
 from feedgpu.converters.text.convert import TextOptions, convert_text
 from feedgpu.converters.text.pieces import PieceShardBody
@@ -26,7 +27,8 @@ def corpus(tmp_path: Path, monkeypatch) -> tuple[Path, TextOptions]:
     """Four JSONL files (a chunk each) of several batches each, and their vocabulary."""
     src, vocab = word_files(tmp_path, 7, 400)
     monkeypatch.setattr(text_batches, "BATCH_CHARS", 8000)  # ~6 batches a chunk
-    options = TextOptions(tokenizer=str(vocab), num_shards=3, chunk_mb=0.02, docs_per_record=1)
+    chunk_mb = max(p.stat().st_size for p in src.iterdir()) * 1.05 / (1 << 20)  # a file each
+    options = TextOptions(tokenizer=str(vocab), num_shards=3, chunk_mb=chunk_mb, docs_per_record=1)
     return src, options  # a record per document: every chunk writes to every shard
 
 
@@ -40,26 +42,27 @@ def same_dataset(a: Path, b: Path) -> None:
 def counted_chunks(monkeypatch) -> list[int]:
     """The chunks a run tokenizes, in order (those it keeps from an earlier run are not)."""
     redone: list[int] = []
-    real = TextRunner.run_chunk
+    real = TextRunner.run_chunks
 
-    def counted(self, index, *args):
-        redone.append(index)
-        return real(self, index, *args)
+    def counted(self, indices, *args):
+        redone.extend(indices)
+        return real(self, indices, *args)
 
-    monkeypatch.setattr(TextRunner, "run_chunk", counted)
+    monkeypatch.setattr(TextRunner, "run_chunks", counted)
     return redone
 
 
 def stopped_at_chunk(monkeypatch, stop: int) -> None:
-    """Runs that stop (as if killed) when they reach chunk `stop`."""
-    real = TextRunner.run_chunk
+    """Runs that stop (as if killed) when chunk `stop` begins to be written: every chunk
+    before it finished (batches are written in order), it and those after not."""
+    real = text_chunks._ChunkOut.__init__
 
-    def run_chunk(self, index, *args):
+    def begun(self, runner, index):
         if index == stop:
             raise KeyboardInterrupt
-        return real(self, index, *args)
+        real(self, runner, index)
 
-    monkeypatch.setattr(TextRunner, "run_chunk", run_chunk)
+    monkeypatch.setattr(text_chunks._ChunkOut, "__init__", begun)
 
 
 def test_a_stopped_run_resumes_from_its_finished_chunks(tmp_path: Path, corpus, monkeypatch):
@@ -127,7 +130,8 @@ def test_a_strict_error_reading_comes_after_the_chunk_before_is_kept(
     tmp_path: Path, corpus
 ) -> None:
     src, options = corpus
-    (src / "part-2.jsonl").write_bytes(b'\0\0binary{"text": "x"}\n')  # refused while reading
+    size = (src / "part-2.jsonl").stat().st_size  # a chunk of its own, refused while reading
+    (src / "part-2.jsonl").write_bytes(b'\0\0binary{"text": "x"}\n'.ljust(size - 1, b"x") + b"\n")
     out = tmp_path / "out"
     with pytest.raises(InputError, match=r"part-2\.jsonl"):
         convert_text(str(src), str(out), options, quiet=True, strict=True)
@@ -144,49 +148,111 @@ def test_run_batches_emits_in_order_within_the_limit() -> None:
     lock = threading.Lock()
     release = threading.Event()  # no result until the limit was reached
 
-    def work(batch: Batch) -> tuple[list, str]:
+    def work(item: int) -> str:
         assert release.wait(timeout=30)
         with lock:
             in_flight[0] -= 1
-        return [f"skip {batch.doc_ids[0]}"], batch.doc_ids[0]
+        return f"done {item}"
 
     with ThreadPoolExecutor(3) as pool:
 
-        def submit(batch: Batch):
+        def submit(item: int):
             with lock:
                 in_flight[0] += 1
                 most[0] = max(most[0], in_flight[0])
                 if in_flight[0] > 4:
                     release.set()
-            return pool.submit(work, batch)
+            return pool.submit(work, item)
 
-        emitted: list[str] = []
-        skips: list[Any] = []
-        batches = (Batch(doc_ids=[str(i)]) for i in range(20))
-        run_batches(batches, skips, submit, lambda b, r: emitted.append(r), 4)
-    assert emitted == [str(i) for i in range(20)]
-    assert skips == [f"skip {i}" for i in range(20)]
+        emitted: list[tuple[int, str]] = []
+        run_batches(iter(range(20)), submit, lambda i, r: emitted.append((i, r)), 4)
+    assert emitted == [(i, f"done {i}") for i in range(20)]
     assert most[0] == 5  # the limit, and the one just submitted
 
 
 def test_run_batches_raises_a_batchs_strict_error_before_the_readings() -> None:
-    def batches():
-        yield Batch(doc_ids=["x"])
+    def items():
+        yield 1
         raise InputError("read: bad file")
 
-    def failing(batch: Batch):
+    def failing():
         raise InputError("parsed: bad line")
 
     with ThreadPoolExecutor(1) as pool:
         with pytest.raises(InputError, match="parsed"):
-            run_batches(batches(), [], lambda b: pool.submit(failing, b), print, 4)
+            run_batches(items(), lambda i: pool.submit(failing), print, 4)
         emitted: list[Any] = []
         with pytest.raises(InputError, match="read"):
             run_batches(
-                batches(),
-                [],
-                lambda b: pool.submit(lambda: ([], 1)),
-                lambda b, r: emitted.append(r),
-                4,
+                items(), lambda i: pool.submit(lambda: 7), lambda i, r: emitted.append(r), 4
             )
-        assert emitted == [1]  # the batch read before the error is written first
+        assert emitted == [7]  # the item read before the error is written first
+
+
+@pytest.mark.parametrize("name", ["big.jsonl", "big.txt"])
+def test_one_big_file_is_cut_into_chunks_and_resumes_inside_it(
+    tmp_path: Path, monkeypatch, name: str
+) -> None:
+    """A file bigger than a chunk is cut at line starts: a run stopped at its third part keeps
+    the first two, and the shards equal an uninterrupted run's, documents named by their
+    line in the whole file."""
+    import json
+
+    from tokenizers import Tokenizer
+
+    from feedgpu.converters.text.chunk_plan import plan_chunks
+
+    src, vocab = word_files(tmp_path, 1, 1500, files=1)
+    (part,) = sorted(src.iterdir())
+    texts = [json.loads(line)["text"] for line in part.read_text().splitlines()]
+    part.unlink()
+    if name.endswith(".txt"):
+        (src / name).write_text("\n".join(texts))  # the last line without a newline
+    else:
+        (src / name).write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    options = TextOptions(
+        tokenizer=str(vocab), num_shards=2, chunk_mb=0.01, docs_per_record=1, doc_per_line=True
+    )
+    with monkeypatch.context() as patch:
+        stopped_at_chunk(patch, 2)
+        with pytest.raises(KeyboardInterrupt):
+            convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
+    with monkeypatch.context() as patch:
+        redone = counted_chunks(patch)
+        convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
+    assert redone[0] == 2 and redone == list(range(2, redone[-1] + 1))  # two parts kept
+    convert_text(str(src), str(tmp_path / "clean"), options, quiet=True)
+    same_dataset(tmp_path / "out", tmp_path / "clean")
+    hf = Tokenizer.from_file(str(tmp_path / "out" / "tokenizer.json"))
+    from conftest import shard_examples
+
+    stored = {ex["doc_id"][0].decode(): ex["input_ids"] for ex in shard_examples(tmp_path / "out")}
+    assert len(stored) == len(texts)
+    assert all(stored[f"{name}:{i}"] == hf.encode(t).ids for i, t in enumerate(texts, 1))
+    from feedgpu.converters.listing import SourceFile
+    from feedgpu.converters.text.options import TextSource
+
+    path = src / name
+    whole = [TextSource(SourceFile(name, str(path), path.stat().st_size, 0), None, None)]
+    chunks = plan_chunks(whole, options)
+    spans = [c[0].span for c in chunks]
+    assert len(chunks) == len(redone) + 2 > 3 and all(len(c) == 1 for c in chunks)
+    assert spans[0][:1] == (0,) and spans[-1][1] == path.stat().st_size  # type: ignore[index]
+    data = path.read_bytes()
+    for (start, end, line), (following, _, _) in itertools.pairwise(spans):  # type: ignore[misc]
+        assert end == following and data[start - 1 : start] in (b"", b"\n")
+        assert data[:start].count(b"\n") + 1 == line
+
+
+def test_a_gzip_file_stays_one_chunk(tmp_path: Path) -> None:
+    import gzip
+
+    from feedgpu.converters.listing import SourceFile
+    from feedgpu.converters.text.chunk_plan import plan_chunks
+    from feedgpu.converters.text.options import TextSource
+
+    path = tmp_path / "a.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"text": "x"}\n' * 5000, compresslevel=0))
+    source = TextSource(SourceFile(path.name, str(path), path.stat().st_size, 0), None, None)
+    chunks = plan_chunks([source], TextOptions(tokenizer="x", chunk_mb=0.01))
+    assert chunks == [[source]]  # it cannot be entered in its middle

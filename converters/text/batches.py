@@ -250,7 +250,7 @@ def iter_batches(
     fractions, label_index = labels.fractions, labels.index
     one_split = next(iter(fractions)) if len(fractions) == 1 else None
     for source in sources:
-        for found in iter_blocks(source.file, read):
+        for found in iter_blocks(source.file, read, source.span):
             split = source.split or one_split
             if isinstance(found, Skip):  # a file refused whole (binary, unreadable)
                 if strict and batch.raw:  # lines read before it may hold the first error

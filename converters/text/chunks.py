@@ -60,7 +60,7 @@ class TextRunner(ShardStage):
         self,
         plan: DatasetPlan,
         sources: list[TextSource],
-        chunks: list[list[int]],
+        chunks: list[list[TextSource]],
         shard_counts: dict[str, int],
         tokenizer: TextTokenizer,
         options: TextOptions,
@@ -132,44 +132,49 @@ class TextRunner(ShardStage):
             return skips, self.records.windows(tokenized)
         return skips, self.records.documents(tokenized)
 
-    def run_chunk(
-        self, index: int, on_progress: Progress, run: RunOptions, pool: ThreadPoolExecutor
-    ) -> dict[str, Any]:
-        """Tokenize one chunk on pool's threads into a fresh folder of its own, which its
-        marker (written atomically, last) names: no folder is renamed (gs:// cannot), and two
-        attempts (Beam's) never mix pieces. Its marker's info."""
-        folder = f"chunk-{index:05d}.{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        storage.makedirs(storage.join(self.work, folder))
-        pack = self.options.pack
-        packer = None if pack is None else Packer(pack, self.pad_id, len(self.names))
-        writer = ChunkWriter(storage.join(self.work, folder), self.names, packer)
-        files = [self.sources[i] for i in self.chunks[index]]
-        skips: list[Skip] = []
-        batches = iter_batches(files, self.options.read, self.labels, skips, run.strict)
-        tokens = replaced = 0
+    def run_chunks(
+        self,
+        indices: Sequence[int],
+        on_progress: Progress,
+        run: RunOptions,
+        pool: ThreadPoolExecutor,
+    ) -> dict[int, dict[str, Any]]:
+        """Tokenize chunks, in order, as one stream of batches on pool's threads (no core
+        idles at a chunk's edge), each into a fresh folder of its own, which its marker
+        (written atomically once its last batch is) names: no folder is renamed (gs://
+        cannot), and two attempts (Beam's) never mix pieces. Each chunk's marker info."""
+        read, strict = self.options.read, run.strict
+        infos: dict[int, dict[str, Any]] = {}
+        out: list[_ChunkOut] = []  # the chunk being written
 
-        def emit(batch: Batch, encoded: Any) -> None:
-            nonlocal tokens, replaced
-            count = writer.pack(*encoded) if packer else writer.put(encoded)
-            tokens += count
-            replaced += batch.replaced
-            on_progress(len(batch), count)
+        def items() -> Iterator[tuple[int, list[Skip], Batch | None]]:
+            for index in indices:
+                skips: list[Skip] = []  # reading's, then its batches' as they are written
+                for batch in iter_batches(self.chunks[index], read, self.labels, skips, strict):
+                    yield index, skips, batch
+                yield index, skips, None  # its end
 
-        def submit(batch: Batch) -> Future[Any]:
-            return pool.submit(self._encode, batch, run.strict)
+        def submit(item: tuple[int, list[Skip], Batch | None]) -> Future[Any]:
+            if item[2] is None:
+                done: Future[Any] = Future()
+                done.set_result(None)
+                return done
+            return pool.submit(self._encode, item[2], strict)
 
-        run_batches(batches, skips, submit, emit, 4 * run.worker_count())
-        info = {
-            "format": CHUNK_FORMAT,
-            "tokenizer": self.tok.identity,
-            "pieces": writer.close(),
-            "tokens": tokens,
-            "replaced": replaced,
-            "skips": [asdict(s) for s in skips],
-            "folder": folder,
-        }
-        storage.write_atomic(self._marker(index), json.dumps(info).encode())
-        return info
+        def emit(item: tuple[int, list[Skip], Batch | None], result: Any) -> None:
+            index, skips, batch = item
+            if not out or out[0].index != index:
+                out[:] = [_ChunkOut(self, index)]
+            if batch is None:
+                infos[index] = out.pop().finish(skips)
+                return
+            found, encoded = result
+            skips.extend(found)
+            if encoded is not None:
+                on_progress(len(batch), out[0].put(batch, encoded))
+
+        run_batches(items(), submit, emit, 4 * run.worker_count())
+        return infos
 
     def _kept(self, index: int, on_progress: Progress, keys: set[str]) -> dict[str, Any] | None:
         """A chunk's marker info if an earlier run (or Beam's workers) finished it and its
@@ -212,15 +217,17 @@ class TextRunner(ShardStage):
                 flags = run.beam_flags()
                 work = _BeamChunk(self, run)
                 run_on_beam(work, missing, flags, "tokenize chunks", quiet=run.quiet)
-        infos, keys = [], {piece_key(t.split, t.index) for t in todo}
+        keys = {piece_key(t.split, t.index) for t in todo}
+        kept = {i: self._kept(i, on_progress, keys) for i in range(len(self.chunks))}
         with ThreadPoolExecutor(run.worker_count()) as pool:  # one thread a core
             try:
-                for index in range(len(self.chunks)):
-                    info = self._kept(index, on_progress, keys)
-                    infos.append(info or self.run_chunk(index, on_progress, run, pool))
+                made = self.run_chunks(
+                    [i for i, k in kept.items() if not k], on_progress, run, pool
+                )
             except BaseException:  # the batches queued are not begun
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
+        infos = [kept[i] or made[i] for i in range(len(self.chunks))]
         skips = [Skip(**s) for info in infos for s in info.get("skips", [])]
         pieces = [p for info in infos for p in info.get("pieces", {}).values()]
         every = [*self.plan.listing_skips, *skips]  # files refused while listing too
@@ -254,40 +261,70 @@ class _BeamChunk:
 
     def __call__(self, index: int) -> int:
         with ThreadPoolExecutor(self.run.worker_count()) as pool:
-            self.runner.run_chunk(index, lambda items, measured: None, self.run, pool)
+            self.runner.run_chunks([index], lambda items, measured: None, self.run, pool)
         return index
 
 
+class _ChunkOut:
+    """One chunk as it is written: its piece folder, its writer and counts."""
+
+    def __init__(self, runner: TextRunner, index: int) -> None:
+        self.runner, self.index = runner, index
+        self.folder = f"chunk-{index:05d}.{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        storage.makedirs(storage.join(runner.work, self.folder))
+        pack = runner.options.pack
+        self.packer = None if pack is None else Packer(pack, runner.pad_id, len(runner.names))
+        self.writer = ChunkWriter(storage.join(runner.work, self.folder), runner.names, self.packer)
+        self.tokens = self.replaced = 0
+
+    def put(self, batch: Batch, encoded: Any) -> int:
+        """A batch's records written; its tokens."""
+        count: int = self.writer.pack(*encoded) if self.packer else self.writer.put(encoded)
+        self.tokens += count
+        self.replaced += batch.replaced
+        return count
+
+    def finish(self, skips: list[Skip]) -> dict[str, Any]:
+        """The chunk's pieces closed and its marker written, last; the marker's info."""
+        info = {
+            "format": CHUNK_FORMAT,
+            "tokenizer": self.runner.tok.identity,
+            "pieces": self.writer.close(),
+            "tokens": self.tokens,
+            "replaced": self.replaced,
+            "skips": [asdict(s) for s in skips],
+            "folder": self.folder,
+        }
+        storage.write_atomic(self.runner._marker(self.index), json.dumps(info).encode())
+        return info
+
+
 def run_batches(
-    batches: Iterator[Batch],
-    skips: list[Skip],
-    submit: Callable[[Batch], Future[Any]],
-    emit: Callable[[Batch, Any], None],
+    items: Iterator[Any],
+    submit: Callable[[Any], Future[Any]],
+    emit: Callable[[Any, Any], None],
     limit: int,
 ) -> None:
-    """Every batch read, submitted (at most limit + 1 in flight) and emitted in order (a batch
-    and its result; one whose lines were all skipped is not), its skips added to skips.
+    """Every item read, submitted (at most limit + 1 in flight) and emitted in order with its
+    result.
 
     Raises:
-        InputError: --strict: the first skip, in a batch or while reading (every batch
-            before it emitted); any other error reading, in its turn too.
+        InputError: --strict: the first skip, in a batch or while reading (every item before
+            it emitted); any other error reading, in its turn too.
     """
-    pending: deque[tuple[Batch, Future[Any]]] = deque()
+    pending: deque[tuple[Any, Future[Any]]] = deque()
     error: Exception | None = None
     while True:
         try:
-            batch = next(batches, None)
-        except Exception as e:  # raised once the batches before it are emitted
-            batch, error = None, e
-        if batch is not None:
-            pending.append((batch, submit(batch)))
-        while pending and (batch is None or len(pending) > limit or pending[0][1].done()):
+            item = next(items, None)
+        except Exception as e:  # raised once the items before it are emitted
+            item, error = None, e
+        if item is not None:
+            pending.append((item, submit(item)))
+        while pending and (item is None or len(pending) > limit or pending[0][1].done()):
             done, future = pending.popleft()
-            found, encoded = future.result()
-            skips.extend(found)
-            if len(done):
-                emit(done, encoded)
-        if batch is None:
+            emit(done, future.result())
+        if item is None:
             break
     if error is not None:
         raise error

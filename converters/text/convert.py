@@ -29,6 +29,7 @@ from feedgpu.converters.listing import (
     sort_labels,
     split_folders,
 )
+from feedgpu.converters.text.chunk_plan import plan_chunks
 from feedgpu.converters.text.chunks import TextRunner
 from feedgpu.converters.text.options import TextOptions, TextSource
 from feedgpu.converters.text.records import SAMPLE_DOCUMENTS, SHORT_IDS, choose_per_record
@@ -172,7 +173,7 @@ def plan_text_dataset(
         tokenizer=_tokenizer_info(tokenizer, spec, options),
         stages_s={"tokenizer": tokenizer_s},
     )
-    chunks = _chunks(sources, options)
+    chunks = plan_chunks(sources, options)
     return plan, TextRunner(plan, sources, chunks, shard_counts, tokenizer, layout, fractions)
 
 
@@ -298,19 +299,6 @@ def _dataset_name(src: str, options: TextOptions) -> str:
         stem = base[:-3] if base.lower().endswith(".gz") else base
         base = stem.rsplit(".", 1)[0] or base
     return names.sanitize_name(options.name or base)
-
-
-def _chunks(sources: list[TextSource], options: TextOptions) -> list[list[int]]:
-    """Consecutive files, about chunk_mb of input each: the unit of resumption."""
-    chunks: list[list[int]] = [[]]
-    size = 0
-    for i, s in enumerate(sources):
-        if chunks[-1] and size + input_bytes(s.file) > options.chunk_mb * (1 << 20):
-            chunks.append([])
-            size = 0
-        chunks[-1].append(i)
-        size += input_bytes(s.file)
-    return chunks
 
 
 def _shard_counts(

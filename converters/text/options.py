@@ -156,8 +156,14 @@ class TextOptions:
 
 @dataclass(frozen=True)
 class TextSource:
-    """A planned input file: where its documents go."""
+    """A planned input file, or a part of one (a chunk of a big file): where its documents go.
+
+    Attributes:
+        span: the part, (first byte, end byte, number of its first line), its bytes whole
+            lines; None for the whole file.
+    """
 
     file: SourceFile
     split: str | None  # None: each document is hash-split
     label: str | None  # the class folder, when labelled by folder
+    span: tuple[int, int, int] | None = None

@@ -52,7 +52,9 @@ class RawLines:
         return [self.data[a:b] for a, b in itertools.pairwise(bounds)]
 
 
-def read_blocks(f: IO[bytes], limit: int | None = None) -> Iterator[tuple[bytes, Any] | int]:
+def read_blocks(
+    f: IO[bytes], limit: int | None = None, size: int | None = None
+) -> Iterator[tuple[bytes, Any] | int]:
     """A file's whole lines, about BLOCK_BYTES at a time: the bytes, and the lines' bounds in
     them (`RawLines.ends`, which may end before the bytes do). The last line may lack its
     newline; a line longer than a read waits for its end, but a line over limit bytes (at least
@@ -62,12 +64,14 @@ def read_blocks(f: IO[bytes], limit: int | None = None) -> Iterator[tuple[bytes,
     A block is the bytes read, whole: cut at its last newline, each block's bytes were copied
     once more. A plain file's part line after it is read again with the next block; a gzip
     file's (whose seeking back decompresses from its start) and a stream's (a remote file) are
-    joined to the next read."""
+    joined to the next read. size: read that many bytes at most (a span of whole lines)."""
     parts: list[Any] = []  # the start of a line longer than the reads so far
     held = 0  # their bytes
     skipped = -1  # the bytes so far of a line over limit, not held; -1: none
     again = isinstance(f, io.BufferedReader) and f.seekable()  # a plain file, not a pipe
-    while chunk := f.read(BLOCK_BYTES):
+    left = -1 if size is None else size  # bytes still to read; -1: to the end
+    while left and (chunk := f.read(BLOCK_BYTES if left < 0 else min(BLOCK_BYTES, left))):
+        left -= len(chunk) if left > 0 else 0
         at = 0  # where this read's bytes still to place begin
         if skipped >= 0 or parts:
             end = chunk.find(b"\n") + 1
@@ -86,16 +90,17 @@ def read_blocks(f: IO[bytes], limit: int | None = None) -> Iterator[tuple[bytes,
                 parts, held, skipped = [], 0, held
             continue
         if parts:  # a line longer than the reads before it
-            data, size = b"".join([*parts, memoryview(chunk)[:cut]]), None
+            data, bound = b"".join([*parts, memoryview(chunk)[:cut]]), None
         else:
-            data, size = (chunk[at:], cut - at) if at else (chunk, cut)
+            data, bound = (chunk[at:], cut - at) if at else (chunk, cut)
         parts, held = [], 0
         if cut < len(chunk):
             if again:
                 f.seek(cut - len(chunk), io.SEEK_CUR)
+                left += len(chunk) - cut if left >= 0 else 0
             else:
                 parts, held = [chunk[cut:]], len(chunk) - cut
-        yield data, line_bounds(data, size)
+        yield data, line_bounds(data, bound)
     if skipped >= 0:
         yield skipped
     elif parts:
@@ -116,3 +121,21 @@ def line_bounds(data: bytes, size: int | None = None) -> Any:
     newlines = np.flatnonzero(np.frombuffer(data, np.uint8, size) == 10) + 1
     last = [size] if size and (not len(newlines) or newlines[-1] != size) else []
     return np.concatenate([[0], newlines, last]).astype(np.int64)
+
+
+def line_cuts(path: str, every: int) -> list[tuple[int, int]]:
+    """Where a file's parts of about every bytes begin, each at a line's start: (byte, number
+    of the line there), from (0, 1). One pass over the file, counting newlines at C speed."""
+    cuts, line, at, target = [(0, 1)], 1, 0, every
+    with open(path, "rb") as f:
+        while block := f.read(BLOCK_BYTES):
+            while at + len(block) > target:  # a cut after the first newline at target or later
+                nl = block.find(b"\n", max(0, target - at))
+                if nl < 0:
+                    break
+                line_at = line + block.count(b"\n", 0, nl + 1)
+                cuts.append((at + nl + 1, line_at))
+                target = at + nl + 1 + every
+            line += block.count(b"\n")
+            at += len(block)
+    return cuts

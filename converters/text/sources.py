@@ -219,19 +219,25 @@ def iter_documents(file: SourceFile, options: ReadOptions) -> Iterator[Document 
     return cast(Iterator[Document | Skip], _read(file, options, blocks=False))
 
 
-def iter_blocks(file: SourceFile, options: ReadOptions) -> Iterator[Document | Skip | RawLines]:
-    """`iter_documents`, but an unlabelled JSONL file's lines as `RawLines` (`parse_lines`)."""
-    return _read(file, options, blocks=True)
+def iter_blocks(
+    file: SourceFile, options: ReadOptions, span: tuple[int, int, int] | None = None
+) -> Iterator[Document | Skip | RawLines]:
+    """`iter_documents`, but an unlabelled JSONL file's lines as `RawLines` (`parse_lines`);
+    of span's lines only, if given (`TextSource.span`)."""
+    return _read(file, options, blocks=True, span=span)
 
 
 def _read(
-    file: SourceFile, options: ReadOptions, blocks: bool
+    file: SourceFile,
+    options: ReadOptions,
+    blocks: bool,
+    span: tuple[int, int, int] | None = None,
 ) -> Iterator[Document | Skip | RawLines]:
     name = file.rel.lower().removesuffix(".gz")
     is_json = name.endswith((".jsonl", ".ndjson"))
     try:
         if is_json or options.doc_per_line:
-            for found in _raw_lines(file, options.max_bytes):
+            for found in _raw_lines(file, options.max_bytes, span):
                 if isinstance(found, Skip) or (blocks and is_json and not options.label_field):
                     yield found
                     continue
@@ -282,12 +288,17 @@ def line_document(
     return Document(where, text.rstrip("\r\n"), replaced=replaced)
 
 
-def _raw_lines(file: SourceFile, limit: int) -> Iterator[RawLines | Skip]:
-    """A line-per-document file's lines in blocks of BLOCK_LINES at most, as read
-    (`raw_lines.read_blocks`); a line over limit bytes, and a binary file, a Skip."""
-    number = 1
+def _raw_lines(
+    file: SourceFile, limit: int, span: tuple[int, int, int] | None = None
+) -> Iterator[RawLines | Skip]:
+    """A line-per-document file's lines (span's: from its first byte to its end, numbered
+    from its first line) in blocks of BLOCK_LINES at most, as read (`raw_lines.read_blocks`);
+    a line over limit bytes, and a binary file, a Skip."""
+    start, end, number = span or (0, None, 1)
     with _opened(file.path) as f:
-        for block in raw_lines.read_blocks(f, limit):
+        if start:
+            f.seek(start)
+        for block in raw_lines.read_blocks(f, limit, None if end is None else end - start):
             if isinstance(block, int):  # a line too long to hold: its size so far
                 yield ReadOptions(max_bytes=limit).too_large(f"{file.rel}:{number}", block)
                 number += 1
