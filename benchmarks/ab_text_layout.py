@@ -2,7 +2,7 @@
 `build_pipeline` (`PipelineSpec.for_dataset` defaults, batch 128, training): the first epoch of
 a fresh pipeline (cold), steady with the memory cache (cached, after a whole epoch), and every
 epoch from disk (uncached, cache=None). Run it alternately on the same corpus converted with
-`--docs-per-record 1` and with blocks (benchmarks/RESULTS.md, "Issue 28").
+`--docs-per-record 1` and with blocks (benchmarks/RESULTS.md, "Decisions").
 
 Usage: python benchmarks/ab_text_layout.py DATASET [BATCH]
 """

@@ -105,7 +105,7 @@ def make_corpus(folder: str, megabytes: float, seed: int = 0, length: str = "med
     each on disk before it is closed: a corpus at rest, as a user's is. Left to the kernel's
     writeback, a 50 MB corpus was written out during a benchmark's first round, on the cores
     the contenders run on (every contender's first-round rate the lowest: benchmarks/
-    RESULTS.md, "Issue 29, twelfth session")."""
+    RESULTS.md, "Decisions")."""
     rng = random.Random(seed)
     letters = "etaoinshrdlcumwfgypbvkjxqz"
     vocab = [
@@ -167,8 +167,8 @@ def cached_corpus(src: str) -> None:
     as every other contender holds its documents in memory. Written and fsynced, a corpus
     stays cached on most hosts; some drop cold file pages proactively (Linux DAMON's pageout
     scheme on these VMs: 33-47 MB of a 48 MB corpus read from disk again by the first
-    conversion after a minute idle, 1-4 MB after 15 s; benchmarks/RESULTS.md, "Issue 29,
-    thirteenth session"), which made ours alone pay a disk read, at random. A run that still
+    conversion after a minute idle, less after a few seconds), which made ours alone pay a disk
+    read, at random. A run that still
     reads 1 MB or more from disk says so (`disk_reads`)."""
     for root, _, files in os.walk(src):
         for name in files:

@@ -155,7 +155,7 @@ def _normalize(data: bytes, options: ImageOptions) -> tuple[bytes, int, int, boo
                 # Pillow picks the scale from floor(size / request): ask for floor(size / 8).
                 # Greyscale output: libjpeg still entropy-decodes every component (what finds
                 # truncated and corrupt data) but skips colour conversion (benchmarks/RESULTS.md,
-                # "greyscale validation").
+                # "Decisions").
                 img.draft("L", (max(1, width // 8), max(1, height // 8)))
             img.load()
             return data, height, width, True

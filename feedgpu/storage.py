@@ -46,8 +46,7 @@ def open_file(path: str, mode: str) -> IO[Any]:
 def create_streamed(path: str) -> IO[bytes]:
     """A new file for one large sequential write (a shard), through the page cache: training
     right after a conversion then reads the shards from memory. (Writing around the page cache
-    with O_DIRECT measured no faster: benchmarks/RESULTS.md, "Image conversion: workers before
-    the listing".)"""
+    with O_DIRECT measured no faster: benchmarks/RESULTS.md, "Decisions".)"""
     if is_remote(path):
         stream: IO[bytes] = _gfile().GFile(path, "wb")
         return stream
@@ -259,7 +258,7 @@ def write_json(path: str, obj: Any, *, durable: bool = False) -> None:
     float (and int beyond 64 bits) as the standard library writes it (`_as_python`): the
     standard library's encoder is its pure-Python one once asked to indent, 2.5 ms for a text
     dataset's 70 KB manifest at a conversion's end while both cores wait, this 0.75
-    (benchmarks/RESULTS.md, "Issue 29, twelfth session"). What orjson would write otherwise
+    (benchmarks/RESULTS.md, "Decisions"). What orjson would write otherwise
     (a key not a str, a type of another library) goes to the standard library."""
     import orjson  # here: ~8 ms at import, which a reader of datasets never needs
 

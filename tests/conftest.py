@@ -46,7 +46,7 @@ def image_folder(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def image_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """image_folder's images converted once for the session, in 4 shards. Read-only: a test
+    """image_folder's images converted once for the test run, in 4 shards. Read-only: a test
     that changes a dataset copies it (or converts its own)."""
     root = tmp_path_factory.mktemp("image_data")
     src = root / "src"
@@ -188,7 +188,7 @@ def text_folder(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def text_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """text_folder converted once for the session: labelled by folder, 4 shards, a WordPiece
+    """text_folder converted once for the test run: labelled by folder, 4 shards, a WordPiece
     vocabulary trained on it, records of 4 documents (whatever auto would choose for these
     lengths). Read-only: a test that changes a dataset makes its own."""
     return convert_text_data(tmp_path_factory, docs_per_record=4)

@@ -23,7 +23,7 @@ def text_data(
     from conftest import convert_text_data
 
     if request.param == 4:
-        return text_data  # the session's, not converted again
+        return text_data  # the test run's, not converted again
     return convert_text_data(tmp_path_factory, docs_per_record=request.param)
 
 

@@ -33,7 +33,7 @@ SECTIONS = ("verdict", "rates", "steps", "ablation", "capacity", "pipeline", "en
 
 @pytest.fixture(scope="module")
 def run(image_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One real bench-input run on the session's images, with a report and its JSON."""
+    """One real bench-input run on the test run's images, with a report and its JSON."""
     out = tmp_path_factory.mktemp("report")
     options = feedgpu.BenchOptions(
         batch_size=8,
@@ -210,7 +210,7 @@ def test_feedmonitor_writes_its_page_after_a_real_fit(image_data: Path, tmp_path
     page = tmp_path / "fit.html"
     monitor = feedgpu.FeedMonitor(window=3, start=1, batch_size=4, verbose=0, report=str(page))
     model.fit(ds, epochs=2, verbose=0, callbacks=[monitor])
-    assert monitor.windows  # one a epoch, unless another profiler held the host's session
+    assert monitor.windows  # one a epoch, unless another profiler held the host's profiler
     text = page.read_text()
     assert text.count("<tr><td>") == len(monitor.windows)
     assert "data-chart='windows'" in text

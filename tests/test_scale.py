@@ -54,13 +54,13 @@ def test_beam_multi_processing_mode_writes_the_local_bytes_quietly(
     assert "INFO" not in err and "sdk harness" not in err, err[-2000:]
 
 
-def test_the_readme_dataflow_command_parses() -> None:
+def test_the_documented_dataflow_command_parses() -> None:
     import shlex
 
     from feedgpu.cli import commands
     from feedgpu.cli.parser import build_parser, join_dash_values
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "scale.md").read_text()
     start = readme.index("feedgpu convert images gs://")
     command = readme[start : readme.index("\n", readme.index("--beam-options", start))]
     argv = shlex.split(command.replace("\\\n", " "))[1:]

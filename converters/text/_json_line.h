@@ -4,8 +4,8 @@
  * overlong form, surrogate or code point past U+10FFFF), valid JSON (RFC 8259) that is an
  * object, whose text field (the last, if given twice, as Python's and orjson's parsers keep
  * it) is a string, not blank, with no escape but \" \\ \/ \n \r \t \uXXXX (a surrogate only
- * in a pair) and no control character or DEL (plain: benchmarks/RESULTS.md, "Issue 29, fifth
- * session"). Any other line (blank, malformed, a missing or empty text, a deep nesting, a key
+ * in a pair) and no control character or DEL (plain: benchmarks/RESULTS.md, "Decisions"). Any
+ * other line (blank, malformed, a missing or empty text, a deep nesting, a key
  * with an escape) is left to the caller, whose Python path reads it as before; so this file
  * never has to agree with a parser on anything but the lines it takes.
  */
@@ -41,8 +41,7 @@ static void json_stop_init(void) {
 
 /* The first byte of JSON_STOP at or after p, or end. Sixteen bytes a step where the CPU has
  * SSE2 (every x86-64): a text's bytes are scanned here once each, and byte by byte this scan
- * was a tenth of the step's time on short documents (benchmarks/RESULTS.md, "Issue 29,
- * seventh session"). */
+ * was a tenth of the step's time on short documents (benchmarks/RESULTS.md, "Decisions"). */
 static inline cursor json_run(cursor p, cursor end) {
 #if defined(__SSE2__)
     const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');

@@ -2,7 +2,7 @@
  * certain and covered (_json_line.h; characters beyond ASCII by the table) becomes ids
  * straight from its bytes, without the GIL, with no dict, str or anything per document in
  * Python; every other line is left to the caller's Python path (benchmarks/RESULTS.md,
- * "Issue 29, sixth session"). */
+ * "Decisions"). */
 #include "_wordpiece.h" /* Python.h first */
 
 #include <string.h>
@@ -46,7 +46,7 @@ static void find_text(cursor p, cursor end, const char *field, size_t field_len,
 
 /* Marks the lines (of count, bounded by ends in data) that hold a byte of stop anywhere: one
  * memchr pass over the batch's lines for each byte; a search of every text took 1% of a
- * short-document conversion's CPU (benchmarks/RESULTS.md, "Issue 29, thirteenth session"). */
+ * short-document conversion's CPU (benchmarks/RESULTS.md, "Decisions"). */
 static void mark_stops(cursor data, const int64_t *ends, Py_ssize_t count,
                        const unsigned char *stop, Found *found) {
     for (const unsigned char *c = stop; *c; c++) {
@@ -207,9 +207,8 @@ PyObject *feedgpu_lines(PyObject *self, PyObject *args) {
     mark_stops((cursor)data.buf, ends, count, stop, found);
     Py_END_ALLOW_THREADS
     /* The ids go to room for one a byte, then are copied out at their size: a bytes object
-     * of that room shrunk after (as before) made glibc map fresh pages for every batch,
-     * its faults 6% of a short-document conversion (benchmarks/RESULTS.md, "Issue 29,
-     * seventh session"). */
+     * of that room shrunk after made glibc map fresh pages for every batch (page faults
+     * fifteen times as many: benchmarks/RESULTS.md, "Decisions"). */
     scratch = PyMem_Malloc((texts + 1) * sizeof(int64_t));
     lengths = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));
     taken = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int64_t));

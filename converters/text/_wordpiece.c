@@ -6,8 +6,8 @@
  * lowercasing, its pre-tokenizer a split at whitespace and punctuation, and WordPiece a
  * greedy longest match. tensorflow-text's op does this too, but also builds every token's
  * string and offsets, which nobody reads, and needs the texts copied into a tensor first;
- * here the ids come straight from the texts' bytes (benchmarks/RESULTS.md, "Issue 29,
- * fifth session"). In other texts, the chunks between ASCII whitespace the table covers are
+ * here the ids come straight from the texts' bytes (benchmarks/RESULTS.md, "Decisions"). In other
+ * texts, the chunks between ASCII whitespace the table covers are
  * tokenized here too (WordPiece never crosses whitespace); the others are left to the caller
  * as holes, which it tokenizes the usual way; a text of many holes is one hole (_texts.c).
  *

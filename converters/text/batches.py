@@ -34,8 +34,7 @@ if TYPE_CHECKING:
 # documents (graph calls, tensors, GIL handoffs), which small batches of short documents pay
 # too often; counted by characters too, a batch of long documents stays a small part of the
 # corpus, so every thread has work. Larger batches were faster still on short text but held
-# more memory while the allocator keeps their tensors (benchmarks/RESULTS.md, "Issue 16",
-# "batches by size").
+# more memory while the allocator keeps their tensors (benchmarks/RESULTS.md, "Decisions").
 BATCH_DOCS = 8192
 BATCH_CHARS = 1 << 20
 

@@ -211,7 +211,7 @@ def _mean_ids(
     of 4, 8, 16, ... 64 documents, and stopped as soon as the mean is known to be over
     SHORT_IDS: a corpus of books is not held in memory, and long documents decide after a few
     dozen (at 64 from the first, planning a 50 MB corpus of ~2,300-token documents spent
-    0.13 s here, serially; benchmarks/RESULTS.md, "Issue 29, fourth session").
+    0.13 s here, serially; benchmarks/RESULTS.md, "Decisions").
 
     Counted without TensorFlow (`_id_counts`): planning runs before the run knows whether
     the dataset is already complete, and re-running a complete conversion must not import
@@ -344,7 +344,7 @@ def _tokenizer_info(
     """The tokenizer as the manifest records it: the ids readers need. Its identity is left
     to the runner (`TextRunner._finish`), which has it hashed beside the first chunk: hashing
     the config (~5 ms for an 8k vocabulary) was a third of planning, which nothing else runs
-    beside (benchmarks/RESULTS.md, "Issue 29, tenth session")."""
+    beside (benchmarks/RESULTS.md, "Decisions")."""
     pad_id, pad_token, pad_choice = tokenizer.choose_pad(options.pad_id)
     before, after = tokenizer.special_ids() if options.special else ([], [])
     return TokenizerInfo(

@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 # looks harder at bigger corpora. The lower bound (~100 short documents, ~4,000 words) still
 # shows any difference in normalisation, vocabulary or unknown-token handling, which changes
 # most documents; characters beyond ASCII are HF's answers anyway (`char_table`)
-# (benchmarks/RESULTS.md, "the parity sample").
+# (benchmarks/RESULTS.md, "Decisions").
 PARITY_SAMPLE_FRACTION = 0.0002
 PARITY_SAMPLE_CHARS = (20_000, 2_000_000)
 PLACES = 32  # where the sample is read, spread over the corpus

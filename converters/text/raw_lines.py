@@ -3,8 +3,7 @@
 The reading thread only reads (and the tokenizer threads parse, `sources.parse_lines`): it
 holds a block as one `bytes` and its line bounds (int64 numpy), not a `bytes` a line. Read by
 `readlines`, short documents' lines and the sizes counted from them were most of that
-thread's time, and every line an object made and freed (benchmarks/RESULTS.md, "Issue 29,
-seventh session").
+thread's time, and every line an object made and freed (benchmarks/RESULTS.md, "Decisions").
 """
 
 from __future__ import annotations

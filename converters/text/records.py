@@ -19,7 +19,7 @@ from feedgpu.converters.text.native import native_module
 # tokens included) is stored in blocks, a record holding the documents that start within one
 # window of RECORD_IDS ids, at most RECORD_DOCS of them; longer documents one a record, as
 # format 2 stores them. Blocks read short documents faster from disk and stop paying at about
-# 128 ids (benchmarks/RESULTS.md, "Issue 28", "the 128-id line at 120 MB").
+# 128 ids (benchmarks/RESULTS.md, "Decisions").
 SHORT_IDS = 128
 SAMPLE_DOCUMENTS = 256
 RECORD_IDS = 4096

@@ -52,7 +52,7 @@ def learn_wordpiece(
     "##c" of the corpus's alphabet is made a token before training (the first pass finds the
     alphabet), so no id depends on the order of a hash map: the same corpus gives the same
     vocabulary on every run, at HF's speed (tensorflow-text's learner, used before, was many
-    times slower and short of the size asked: benchmarks/RESULTS.md, "Issue 25").
+    times slower and short of the size asked: benchmarks/RESULTS.md, "Decisions").
     """
     from tokenizers import Tokenizer
     from tokenizers.models import WordPiece

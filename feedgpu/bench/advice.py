@@ -9,7 +9,7 @@ from feedgpu.bench.train_step import xla_note
 
 # A gap to the ceiling larger than the input wait by this much means the steps themselves run
 # slower end to end: the pipeline and the model compete for the host (benchmarks/RESULTS.md,
-# "Issue 24": steps compute measurably slower on a 2-core CPU-only host).
+# "Decisions": steps compute measurably slower on a 2-core CPU-only host).
 CONTENTION_GAP = 0.05
 # The pipeline alone is "far above" the ceiling at this many times its rate: throughput is
 # then not what makes the model wait.

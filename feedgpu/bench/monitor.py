@@ -154,28 +154,28 @@ class FeedMonitor(keras.callbacks.Callback):
     def _finish(self) -> None:
         """Stop the window's profiler; its trace is read at the epoch's end, between steps:
         read right away, on the hook's thread beside the next steps, it took their CPU
-        (bench_monitor.py; benchmarks/RESULTS.md, "FeedMonitor inside `model.fit`")."""
-        session, self._active = self._active, None
-        assert session is not None
-        session.stop()
-        self._unread.append(session)
+        (bench_monitor.py; benchmarks/RESULTS.md, "FeedMonitor")."""
+        profiled, self._active = self._active, None
+        assert profiled is not None
+        profiled.stop()
+        self._unread.append(profiled)
         self._settle()
 
     def _read_traces(self) -> None:
         unread, self._unread = self._unread, []
-        for session in unread:
-            found = session.read(lambda folder: read_window(folder, KERAS_STEPS), self.keep_traces)
-            self._report(session, found)
+        for profiled in unread:
+            found = profiled.read(lambda folder: read_window(folder, KERAS_STEPS), self.keep_traces)
+            self._report(profiled, found)
 
-    def _report(self, session: ProfilerSession, found: InputWindow | None) -> None:
+    def _report(self, profiled: ProfilerSession, found: InputWindow | None) -> None:
         if found is None:
             logger.warning("FeedMonitor: the profiler recorded no training step in this window")
             return
         window = replace(
             found,
             examples_per_step=self.batch_size,
-            first_step=session.first_step,
-            epoch=session.epoch,
+            first_step=profiled.first_step,
+            epoch=profiled.epoch,
         )
         self.windows.append(window)
         if self.verbose:
@@ -184,7 +184,7 @@ class FeedMonitor(keras.callbacks.Callback):
             scalars = {"input_share": window.input_share, "step_ms": window.step_ms}
             if window.examples_per_s is not None:
                 scalars["examples_per_s"] = window.examples_per_s
-            _write_scalars(self._writer, session.first_step, scalars)
+            _write_scalars(self._writer, profiled.first_step, scalars)
 
 
 def _write_scalars(writer: Any, step: int, scalars: dict[str, float]) -> None:
@@ -231,15 +231,15 @@ def watch_input(
         print(watch.window.input_share)
     """
     watch = InputWatch()
-    session = ProfilerSession.begin(trace_dir if keep_trace else None, "watch_input")
+    profiled = ProfilerSession.begin(trace_dir if keep_trace else None, "watch_input")
     start = time.perf_counter()
     try:
         yield watch
     finally:
-        if not session.skipped:
+        if not profiled.skipped:
             wall = time.perf_counter() - start
-            session.stop()
-            found = session.read(lambda folder: read_window(folder, (), wall), keep_trace)
+            profiled.stop()
+            found = profiled.read(lambda folder: read_window(folder, (), wall), keep_trace)
             if found is not None:
                 counted = steps if steps is not None else found.steps
                 watch.window = replace(found, steps=counted, examples_per_step=batch_size)

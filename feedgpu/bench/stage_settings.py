@@ -74,8 +74,8 @@ def trace_stage_settings(
     profiler is running."""
     import tensorflow as tf
 
-    session = ProfilerSession.begin(logdir, "the pipeline's stage trace", tag="stages")
-    if session.skipped:
+    profiled = ProfilerSession.begin(logdir, "the pipeline's stage trace", tag="stages")
+    if profiled.skipped:
         return None
     iterator = iter(dataset)
     count = 0
@@ -88,8 +88,8 @@ def trace_stage_settings(
                 break
             count += 1
     finally:
-        session.stop()
-    stages = session.read(read_stage_settings, keep=logdir is not None)
+        profiled.stop()
+    stages = profiled.read(read_stage_settings, keep=logdir is not None)
     source = (
         f"TensorFlow {tf.__version__}'s profiler trace of a fresh iterator's first {count} "
         "batches (tf.data Iterator:: events)"

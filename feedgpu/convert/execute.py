@@ -107,7 +107,7 @@ class ShardWriter:
         # Shards written and flushed on threads, a few at once: written one by one and
         # flushed all at the end (finalize), a text conversion's shards waited for the disk
         # after the last was written (38 ms after tokenizing of a 50 MB conversion's 360 here,
-        # 28 on four threads; benchmarks/RESULTS.md, "Issue 29, seventh session").
+        # 28 on four threads; benchmarks/RESULTS.md, "Decisions").
         prepared = getattr(body, "prepared", None)
 
         def written(task: ShardTask) -> ShardResult:

@@ -14,9 +14,9 @@ def heap_frozen() -> Iterator[None]:
 
     A conversion allocates millions of short-lived objects, so collections come often, and a
     full one traverses every object in the process, TensorFlow's included: a real share of a
-    short-document text conversion (benchmarks/RESULTS.md, "tricks"). Frozen objects are not
-    scanned, and young collections are made rarer; both are undone after, unless the caller had
-    frozen objects itself.
+    short-document text conversion (benchmarks/RESULTS.md, "Conversion speed tricks"). Frozen
+    objects are not scanned, and young collections are made rarer; both are undone after,
+    unless the caller had frozen objects itself.
     """
     if gc.get_freeze_count():
         yield

@@ -36,7 +36,7 @@ class Summary:
         In value order, as one at a time would (a float sum adds up the same), each value's
         bucket looked up once per process (`_edge`): a text shard's exact length counts
         (~1,500 values for real-like documents) took 2.1 ms each, now 0.6, at a
-        conversion's end (benchmarks/RESULTS.md, "Issue 29, tenth session")."""
+        conversion's end (benchmarks/RESULTS.md, "Decisions")."""
         s: dict[str, Any] | None = None
         for value, n in sorted(counts.items()):
             if n <= 0:

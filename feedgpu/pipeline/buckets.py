@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 # Records read, parsed and cached together: one op per block instead of one per record (a
 # tf.data stage costs more per element than parsing a text record: benchmarks/RESULTS.md,
-# "Parsing records one by one vs in batches").
+# "Decisions").
 BLOCK = 256
 # Batches per bucketing window: more sorts closer to the bucket bounds, and holds more in memory.
 BUCKET_WINDOW = 16

@@ -3,8 +3,8 @@ format 2 stores: elements of exactly BLOCK documents, the last of an epoch fewer
 after the reader (caches, groups, exact epoch counts, resume) is the same for both formats.
 
 tf.data's own `rebatch` would do this, but it keeps a ragged tensor's rows as one variant each:
-blocks then read 1.2-1.6x slower than records of one document (benchmarks/RESULTS.md, "Issue
-28"); here documents stay flat (ids, lengths, one value a document) until each element is cut.
+blocks then read 1.2-1.6x slower than records of one document (benchmarks/RESULTS.md, "Decisions");
+here documents stay flat (ids, lengths, one value a document) until each element is cut.
 """
 
 from __future__ import annotations

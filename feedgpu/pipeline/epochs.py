@@ -104,7 +104,7 @@ def epoch_plan(spec: PipelineSpec, seed: int, position: Any) -> Any:
     None without a position: such a pipeline runs its one epoch graph at the top level under
     a fixed key, its shuffles reseeded by tf.data on each iteration (reproducible per seed). An
     epoch plan costs each new iterator a start-up of its own (its epoch graph is instantiated
-    inside `flat_map`: benchmarks/RESULTS.md, "Issue 15"), and tf.data service needs the
+    inside `flat_map`: benchmarks/RESULTS.md, "Decisions"), and tf.data service needs the
     shard files as the pipeline's first dataset (its workers share them out).
     """
     import tensorflow as tf

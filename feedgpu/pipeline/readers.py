@@ -128,7 +128,7 @@ def read_blocks(
     else:
         # Blocks are formed inside each file's reader: a parallel interleave costs more per
         # element than a text record's parsing, so handing over blocks reads several times more
-        # records a second (benchmarks/RESULTS.md, "Parsing records one by one").
+        # records a second (benchmarks/RESULTS.md, "Decisions").
         ds = ds.interleave(
             lambda path, skip, take: _reader(path).skip(skip).take(take).batch(BLOCK),
             **interleave,

@@ -147,7 +147,7 @@ class PipelineSpec:
         autotune: let tf.data's autotuner set parallelism and buffer sizes while running.
             Off by default, so AUTOTUNE stages run one thread per core: the autotuner often
             left the image decode map on one core, the others idle (TF 2.21;
-            benchmarks/RESULTS.md, "autotuner off").
+            benchmarks/RESULTS.md, "Decisions").
         ignore_errors: skip records that fail to read or parse instead of failing.
         prefetch_to_device: prefetch batches onto the first GPU when there is one.
         service: tf.data service address (grpc://host:port), to run the pipeline remotely.
