@@ -309,3 +309,32 @@ def joined_lines(lines: list[bytes]) -> tuple[bytes, object]:
 
     ends = np.fromiter(itertools.accumulate(map(len, lines), initial=0), np.int64)
     return b"".join(lines), ends
+
+
+def serve_process(*args: str) -> tuple[object, str]:
+    """A `feedgpu serve ...` child process and the first line it prints (its address), or
+    killed after 300 s: a child that never starts fails a test, never hangs it."""
+    import subprocess
+    import sys
+    import threading
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "feedgpu", "serve", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    timer = threading.Timer(300, proc.kill)
+    timer.start()
+    line = proc.stdout.readline().strip()  # type: ignore[union-attr]
+    timer.cancel()
+    return proc, line
+
+
+def sample_image_dataset(root: Path, per_class: int, size: tuple[int, int]) -> str:
+    """Three classes of generated images of one size, converted into 6 shards: the dataset."""
+    write_sample_images(str(root / "src"), num_classes=3, images_per_class=per_class, sizes=(size,))
+    feedgpu.convert_images(
+        str(root / "src"), str(root / "data"), feedgpu.ImageOptions(num_shards=6), quiet=True
+    )
+    return str(root / "data")

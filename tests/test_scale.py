@@ -9,12 +9,11 @@ import json
 import os
 import posixpath
 import signal
-import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
+from conftest import sample_image_dataset, serve_process
 
 import feedgpu
 from feedgpu.cli import main
@@ -111,14 +110,7 @@ def examples(ds) -> collections.Counter:
 
 @pytest.fixture(scope="module")
 def service_data(tmp_path_factory: pytest.TempPathFactory) -> str:
-    from feedgpu.samples import write_sample_images
-
-    root = tmp_path_factory.mktemp("svc")
-    write_sample_images(str(root / "src"), num_classes=3, images_per_class=20, sizes=((64, 48),))
-    feedgpu.convert_images(
-        str(root / "src"), str(root / "data"), feedgpu.ImageOptions(num_shards=6), quiet=True
-    )
-    return str(root / "data")
+    return sample_image_dataset(tmp_path_factory.mktemp("svc"), 20, (64, 48))
 
 
 def test_service_with_two_workers_serves_the_local_batches(service_data: str) -> None:
@@ -205,19 +197,7 @@ def test_service_spec_validation() -> None:
 
 
 def test_serve_commands_report_their_address_and_stop_on_sigterm(tmp_path: Path) -> None:
-    def start(*args: str) -> tuple[subprocess.Popen, str]:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "feedgpu", "serve", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        watchdog = threading.Timer(300, proc.kill)  # a child that never starts fails, not hangs
-        watchdog.start()
-        line = proc.stdout.readline().strip()  # type: ignore[union-attr]
-        watchdog.cancel()
-        return proc, line
-
+    start = serve_process
     dispatcher, line = start("dispatcher", "--port", "0", "--work-dir", str(tmp_path / "journal"))
     assert line.startswith("feedgpu: dispatcher serving at grpc://localhost:"), line
     address = line.rsplit(" ", 1)[1]

@@ -10,8 +10,10 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from conftest import sample_image_dataset, serve_process
 
 import feedgpu
 from feedgpu.pipeline.service import start_dispatcher, start_worker
@@ -40,30 +42,14 @@ print("done", seen, flush=True)
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> str:
-    from feedgpu.samples import write_sample_images
-
-    root = tmp_path_factory.mktemp("watch")
-    write_sample_images(str(root / "src"), num_classes=3, images_per_class=40, sizes=((40, 32),))
-    feedgpu.convert_images(
-        str(root / "src"), str(root / "data"), feedgpu.ImageOptions(num_shards=6), quiet=True
-    )
-    return str(root / "data")
+    return sample_image_dataset(tmp_path_factory.mktemp("watch"), 40, (40, 32))
 
 
 def serve(*args: str) -> tuple[subprocess.Popen, str]:
     """A `feedgpu serve` process and the address it prints."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "feedgpu", "serve", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    timer = threading.Timer(300, proc.kill)  # a child that never starts fails, not hangs
-    timer.start()
-    line = proc.stdout.readline().strip()  # type: ignore[union-attr]
-    timer.cancel()
+    proc, line = serve_process(*args)
     assert " serving at " in line, line
-    return proc, line.rsplit(" ", 1)[1]
+    return proc, line.rsplit(" ", 1)[1]  # type: ignore[return-value]
 
 
 @pytest.fixture
@@ -142,12 +128,20 @@ def test_a_stall_without_a_silent_worker_is_not_the_services() -> None:
         dispatcher.stop()
 
 
-def test_a_killed_worker_is_named_and_a_guarded_loop_ends_with_75(data: str, service) -> None:
+def trainer_and_killed_worker(data: str, service, timeout: float) -> tuple[Any, str]:
+    """A trainer under way (20 images read), then one of its two workers killed: the trainer
+    and the killed worker's address."""
     address, workers = service
-    proc = trainer(data, address, stall=2, timeout=8)
+    proc = trainer(data, address, stall=2, timeout=timeout)
     read_until(proc, "stdout", "batch 20")
     (worker, killed), _ = workers
     worker.send_signal(signal.SIGKILL)
+    worker.wait()
+    return proc, killed
+
+
+def test_a_killed_worker_is_named_and_a_guarded_loop_ends_with_75(data: str, service) -> None:
+    proc, killed = trainer_and_killed_worker(data, service, timeout=8)
     err = "".join(read_until(proc, "stderr", "gave up"))
     assert proc.wait(timeout=120) == 75
     assert f"{killed} stopped answering" in err and f"--port {killed.rsplit(':', 1)[1]}" in err
@@ -155,11 +149,7 @@ def test_a_killed_worker_is_named_and_a_guarded_loop_ends_with_75(data: str, ser
 
 def test_a_worker_restarted_at_its_address_ends_the_stall(data: str, service) -> None:
     address, workers = service
-    proc = trainer(data, address, stall=2, timeout=600)
-    read_until(proc, "stdout", "batch 20")
-    (worker, killed), _ = workers
-    worker.send_signal(signal.SIGKILL)
-    worker.wait()
+    proc, killed = trainer_and_killed_worker(data, service, timeout=600)
     read_until(proc, "stderr", f"{killed} stopped answering")  # said, still waiting
     port = killed.rsplit(":", 1)[1]
     workers.append(serve("worker", "--dispatcher", address, "--port", port))

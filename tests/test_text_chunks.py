@@ -65,12 +65,17 @@ def stopped_at_chunk(monkeypatch, stop: int) -> None:
     monkeypatch.setattr(text_chunks._ChunkOut, "__init__", begun)
 
 
+def stopped_run(monkeypatch, src: Path, out: Path, options: TextOptions, stop: int) -> None:
+    """A conversion into out stopped (as if killed) when chunk `stop` begins."""
+    with monkeypatch.context() as patch:
+        stopped_at_chunk(patch, stop)
+        with pytest.raises(KeyboardInterrupt):
+            convert_text(str(src), str(out), options, quiet=True)
+
+
 def test_a_stopped_run_resumes_from_its_finished_chunks(tmp_path: Path, corpus, monkeypatch):
     src, options = corpus
-    with monkeypatch.context() as patch:
-        stopped_at_chunk(patch, 2)
-        with pytest.raises(KeyboardInterrupt):
-            convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
+    stopped_run(monkeypatch, src, tmp_path / "out", options, 2)
     work = tmp_path / "out" / WORK
     assert len([p for p in work.iterdir() if p.is_dir()]) == 2  # two chunks' piece folders
     redone = counted_chunks(monkeypatch)
@@ -117,10 +122,7 @@ def test_a_run_stopped_among_the_shards_resumes_without_tokenizing(
 
 def test_a_local_run_resumed_on_beam_keeps_its_chunks(tmp_path: Path, corpus, monkeypatch):
     src, options = corpus
-    with monkeypatch.context() as patch:
-        stopped_at_chunk(patch, 2)
-        with pytest.raises(KeyboardInterrupt):
-            convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
+    stopped_run(monkeypatch, src, tmp_path / "out", options, 2)
     convert_text(str(src), str(tmp_path / "out"), options, quiet=True, runner="beam")
     convert_text(str(src), str(tmp_path / "clean"), options, quiet=True)
     same_dataset(tmp_path / "out", tmp_path / "clean")
@@ -213,10 +215,7 @@ def test_one_big_file_is_cut_into_chunks_and_resumes_inside_it(
     options = TextOptions(
         tokenizer=str(vocab), num_shards=2, chunk_mb=0.01, docs_per_record=1, doc_per_line=True
     )
-    with monkeypatch.context() as patch:
-        stopped_at_chunk(patch, 2)
-        with pytest.raises(KeyboardInterrupt):
-            convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
+    stopped_run(monkeypatch, src, tmp_path / "out", options, 2)
     with monkeypatch.context() as patch:
         redone = counted_chunks(patch)
         convert_text(str(src), str(tmp_path / "out"), options, quiet=True)
