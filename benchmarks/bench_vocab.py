@@ -1,6 +1,6 @@
 """How long does `--tokenizer train:wordpiece:16000` take, beside HF's WordPiece trainer alone?
 
-On a generated corpus of the shape a user's was (issue 25: 12,458 JSONL documents, 4.7 MB, in
+On a generated corpus of the shape a user's was (12,458 JSONL documents, 4.7 MB, in
 English-, German- and Russian-like words, median 58-343 characters by class, five documents of
 ~100k characters), alternating rounds in one process:
   (h) HF `WordPieceTrainer` alone on the documents in memory: fast, not deterministic

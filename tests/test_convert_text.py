@@ -442,7 +442,7 @@ def test_strict_and_option_errors(tmp_path: Path, text_folder: Path, monkeypatch
     again = convert_text(
         str(text_folder), str(out), TextOptions(tokenizer="train:wordpiece:300"), quiet=True
     )
-    assert again.already_done and trained  # the same dataset: found complete
+    assert again.already_done and not trained  # the same dataset: complete, its tokenizer kept
 
 
 def test_kill_minus_nine_then_resume_gives_identical_bytes(
@@ -923,7 +923,8 @@ def test_a_stray_number_among_text_labels_is_said(
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello"]))
     options = TextOptions(tokenizer=str(vocab), label_field="lang")
-    for name, labels in (("mixed", ["en", "de", 7, "en"]), ("numbers", [0, 1, 1, 0])):
+    cases = (("mixed", ["en", "de", 7, "en"]), ("numbers", [0, 1, 1, 0]), ("both", ["en", "7", 7]))
+    for name, labels in cases:
         (tmp_path / name).mkdir()
         rows = [json.dumps({"text": "hello", "lang": label}) for label in labels]
         (tmp_path / name / "a.jsonl").write_text("\n".join(rows) + "\n")
@@ -932,7 +933,7 @@ def test_a_stray_number_among_text_labels_is_said(
             convert_text(str(tmp_path / name), str(tmp_path / f"o-{name}"), options, quiet=True)
         said = [r.getMessage() for r in caplog.records if "--label-field" in r.getMessage()]
         names = read_manifest(str(tmp_path / f"o-{name}")).label_names
-        if name == "mixed":
+        if name != "numbers":  # "7" then 7: the same class, the number still said
             assert len(said) == 1 and "1 documents hold a number" in said[0]
             assert "a.jsonl:3" in said[0] and "'7'" in said[0] and "7" in names
         else:
@@ -956,6 +957,15 @@ def test_the_saved_tokenizer_truncates_as_the_stored_examples(tmp_path: Path) ->
     plain = convert_text(str(src), str(tmp_path / "whole"), TextOptions(tokenizer=str(vocab)))
     whole = Tokenizer.from_file(str(tmp_path / "whole" / "tokenizer.json"))
     assert plain.num_examples == 40 and len(whole.encode(texts[8]).ids) == 20  # untruncated
+    again = TextOptions(tokenizer=str(tmp_path / "out" / "tokenizer.json"), docs_per_record=1)
+    convert_text(str(src), str(tmp_path / "again"), again, quiet=True)  # the saved file reused
+    lengths = [len(ex["input_ids"]) for ex in shard_examples(tmp_path / "again")]
+    assert max(lengths) == 20  # its truncation is not the records'
+    identities = {read_manifest(str(tmp_path / n)).tokenizer.identity for n in ("out", "again")}
+    assert (
+        len(identities) == 1
+        and read_manifest(str(tmp_path / "again")).tokenizer.parity["road"] == "compiled"
+    )
 
 
 @pytest.mark.parametrize("name", ["a.jsonl", "a.jsonl.gz", "b.txt"])
@@ -1069,6 +1079,7 @@ def test_legacy_encodings_are_read_and_replacements_counted(
     assert "likely in another encoding" in caplog.text
     with pytest.raises(UsageError, match="UTF-16"):
         TextOptions(tokenizer="x", encoding="utf-16")
+    assert TextOptions(tokenizer="x", encoding="utf-8-sig").read.encoding == "utf-8-sig"
     with pytest.raises(UsageError, match="no such encoding"):
         TextOptions(tokenizer="x", encoding="klingon")
 

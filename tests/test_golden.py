@@ -122,8 +122,8 @@ def test_image_shard_bytes_are_pinned(tmp_path: Path) -> None:
 
 
 # 2026-12-01: documents routed to shards by SipHash of their ids (text_examples.route), not
-# SHA-256: the same records, each shard holding a different subset (issue 16).
-# 2026-12-02: format 3 (issue 28): by default a record holds a block of documents; with
+# SHA-256: the same records, each shard holding a different subset.
+# 2026-12-02: format 3: by default a record holds a block of documents; with
 # --docs-per-record 1 the records are format 2's, byte for byte (the first case).
 @pytest.mark.parametrize(
     ("extra", "expected", "golden"),

@@ -1,4 +1,4 @@
-"""What a new user hit, round 2 (issue 25), each on generated data of the shape found: an
+"""What a new user hit, each on generated data of the shape found: an
 unwritable OUT, a conversion that keeps almost nothing, a label CSV inside its folder, one
 corpus file as SRC, a vocabulary larger than the corpus holds, a script without the main guard,
 and errors that name their field."""

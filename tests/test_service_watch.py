@@ -120,7 +120,7 @@ def test_a_stall_without_a_silent_worker_is_not_the_services() -> None:
         said = watch.check()
         assert said is not None and worker.address in said and "--port" in said
         assert ended and worker.address in ended[0]
-        watch.arm(False)
+        watch.arm(False)  # first: the watch's own thread checks too
         ended.clear()
         watch.check()
         assert not ended  # disarmed: said, never ended
@@ -158,9 +158,9 @@ def test_a_worker_restarted_at_its_address_ends_the_stall(data: str, service) ->
     assert "done" in out
 
 
-def test_service_guard_arms_the_watch_while_fit_trains(data: str) -> None:
-    """Armed while `fit` trains (its batches counted through Keras), paused for evaluation,
-    disarmed after; `evaluate` alone never arms it."""
+def test_service_guard_lets_the_watch_end_only_a_step_of_a_running_fit(data: str) -> None:
+    """Waiting only inside a training step of a `fit` that runs (its batches counted through
+    Keras): not between steps, not in evaluation, not after `fit`, never for `evaluate`."""
     import keras
 
     from feedgpu.pipeline.service_watch import watch_for
@@ -174,25 +174,28 @@ def test_service_guard_arms_the_watch_while_fit_trains(data: str) -> None:
         model.add(keras.layers.Dense(3))
         model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         watch = watch_for(dispatcher.address)
-        armed: list[tuple[str, int]] = []
+        seen: list[tuple[str, bool]] = []
 
         class Seen(keras.callbacks.Callback):
-            def on_train_batch_end(self, batch: int, logs: object = None) -> None:
-                armed.append(("train", watch.armed))
+            def on_train_batch_begin(self, batch: int, logs: object = None) -> None:
+                seen.append(("step", watch._waiting()))
+
+            def on_epoch_end(self, epoch: int, logs: object = None) -> None:
+                seen.append(("between", watch._waiting()))
 
             def on_test_batch_end(self, batch: int, logs: object = None) -> None:
-                armed.append(("test", watch.armed))
+                seen.append(("test", watch._waiting()))
 
         guard = feedgpu.ServiceGuard(dispatcher.address)
         local = feedgpu.build_pipeline(spec.with_changes(service=None))
         ds = feedgpu.build_pipeline(spec)
         model.fit(ds, epochs=1, verbose=0, callbacks=[guard, Seen()], validation_data=local)
-        assert {a for kind, a in armed if kind == "train"} == {1}
-        assert {a for kind, a in armed if kind == "test"} == {0} and watch.armed == 0
+        assert {w for kind, w in seen if kind == "step"} == {True}
+        assert {w for kind, w in seen if kind != "step"} == {False} and not watch._waiting()
         assert watch.batches == 15  # 120 images, batches of 8, each counted once
-        armed.clear()
+        seen.clear()
         model.evaluate(local, verbose=0, callbacks=[guard, Seen()])
-        assert {a for _, a in armed} == {0} and watch.armed == 0
+        assert {w for _, w in seen} == {False} and not watch._waiting()
     finally:
         worker.stop()
         dispatcher.stop()

@@ -41,7 +41,10 @@ def _parts(source: TextSource, limit: int, doc_per_line: bool) -> list[TextSourc
     lines = name.endswith((".jsonl", ".ndjson")) or doc_per_line
     if not lines or source.file.size <= limit or name.endswith(".gz") or storage.is_remote(path):
         return [source]
-    cuts = line_cuts(path, limit)
+    try:
+        cuts = line_cuts(path, limit)
+    except OSError:  # unreadable: whole, and its reading reports the skip
+        return [source]
     ends = [*cuts[1:], (source.file.size, 0)]
     return [
         dataclasses.replace(source, span=(start, end, line))

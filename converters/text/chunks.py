@@ -176,19 +176,26 @@ class TextRunner(ShardStage):
         run_batches(items(), submit, emit, 4 * run.worker_count())
         return infos
 
-    def _kept(self, index: int, on_progress: Progress, keys: set[str]) -> dict[str, Any] | None:
-        """A chunk's marker info if an earlier run (or Beam's workers) finished it and its
-        pieces of the shards still to write (keys) are there (its progress shown); else None:
-        it is to be tokenized."""
-        info = self._chunk_info(index)
-        if info is not None:
-            folder = storage.join(self.work, info["folder"])
-            wanted = (k for k in info.get("pieces", {}) if k in keys)
-            if not all(storage.exists(storage.join(folder, f"{k}.rec")) for k in wanted):
-                return None  # a piece renamed into a shard since lost (`prepared`)
-            documents = sum(p["documents"] for p in info.get("pieces", {}).values())
-            on_progress(documents, int(info.get("tokens", 0)))
-        return info
+    def _kept(self, keys: set[str]) -> dict[int, dict[str, Any] | None]:
+        """Each chunk's marker info if an earlier run (or Beam's workers) finished it, else
+        None: it is to be tokenized. A shard still to write whose one piece is gone (renamed
+        into a shard since lost: `prepared`) has its chunk tokenized again; only a shard of
+        one piece is ever renamed, so only those are looked for."""
+        kept = {i: self._chunk_info(i) for i in range(len(self.chunks))}
+        holders: dict[str, list[int]] = {}
+        for index, info in kept.items():
+            for key in (info or {}).get("pieces", {}):
+                holders.setdefault(key, []).append(index)
+        for key in keys:
+            (index, *more) = holders.get(key, [-1, -1])
+            info = kept.get(index)
+            if (
+                not more
+                and info
+                and not storage.exists(storage.join(self.work, info["folder"], f"{key}.rec"))
+            ):
+                kept[index] = None
+        return kept
 
     def _marker(self, index: int) -> str:
         return storage.join(self.work, f"chunk-{index:05d}.json")
@@ -217,8 +224,11 @@ class TextRunner(ShardStage):
                 flags = run.beam_flags()
                 work = _BeamChunk(self, run)
                 run_on_beam(work, missing, flags, "tokenize chunks", quiet=run.quiet)
-        keys = {piece_key(t.split, t.index) for t in todo}
-        kept = {i: self._kept(i, on_progress, keys) for i in range(len(self.chunks))}
+        kept = self._kept({piece_key(t.split, t.index) for t in todo})
+        for info in kept.values():  # shown as done
+            if info is not None:
+                documents = sum(p["documents"] for p in info.get("pieces", {}).values())
+                on_progress(documents, int(info.get("tokens", 0)))
         with ThreadPoolExecutor(run.worker_count()) as pool:  # one thread a core
             try:
                 made = self.run_chunks(

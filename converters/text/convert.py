@@ -41,6 +41,7 @@ from feedgpu.converters.text.sources import (
     is_text_name,
     iter_documents,
     list_text_files,
+    new_conversion,
 )
 from feedgpu.converters.text.tokenizer import TextTokenizer, TokenizerSpec, load_tokenizer
 from feedgpu.errors import UsageError
@@ -123,6 +124,7 @@ def plan_text_dataset(
         UsageError: no text files, bad options, or an unusable tokenizer.
         InputError: with strict, the first bad input found while listing.
     """
+    new_conversion()
     files, skips = list_text_files(src)
     check_strict(skips, run.strict)
     if not files:
@@ -138,9 +140,13 @@ def plan_text_dataset(
     choices = [{**_recorded(options, options.blocks), "name": name}]
     if options.docs_per_record is None:
         choices.append({**_recorded(options, False), "name": name})
-    finished_dataset(out_dir, choices, inputs, name, run.overwrite)
+    done = finished_dataset(out_dir, choices, inputs, name, run.overwrite)
     started = time.perf_counter()
-    tokenizer = _tokenizer(spec, options, sources, fractions, run.quiet)
+    if done is not None and spec.kind == "train" and not storage.is_remote(out_dir):
+        # The same dataset, finished: its trained tokenizer is saved beside it, not trained again.
+        tokenizer = load_tokenizer(TokenizerSpec.parse(os.path.join(out_dir, "tokenizer.json")))
+    else:
+        tokenizer = _tokenizer(spec, options, sources, fractions, run.quiet)
     tokenizer_s = time.perf_counter() - started
     options.check_room(sum(map(len, tokenizer.special_ids())))
     layout = options  # the options as written: --docs-per-record auto decided
@@ -173,7 +179,7 @@ def plan_text_dataset(
         tokenizer=_tokenizer_info(tokenizer, spec, options),
         stages_s={"tokenizer": tokenizer_s},
     )
-    chunks = plan_chunks(sources, options)
+    chunks = plan_chunks(sources, options) if done is None else [sources]  # none to run
     return plan, TextRunner(plan, sources, chunks, shard_counts, tokenizer, layout, fractions)
 
 
@@ -256,15 +262,15 @@ def _labelled_sources(
     label_names: list[str] = sort_labels(s.label for s in sources if s.label is not None)
     if options.label_field:  # a pre-pass: label names must be known before the first example
         seen: dict[str, Document] = {}  # each label's first document
-        numbers = 0
+        numbers, first = 0, None  # documents labelled by a number, the first of them
         for s in sources:
             for d in iter_documents(s.file, options.read):
                 if isinstance(d, Document) and d.label is not None:
                     seen.setdefault(d.label, d)
                     numbers += d.label_number
+                    first = first or (d if d.label_number else None)
         label_names = sort_labels(seen)
-        if numbers and not all(d.label_number for d in seen.values()):  # a stray number
-            first = next(d for d in seen.values() if d.label_number)
+        if first is not None and not all(d.label_number for d in seen.values()):  # stray
             logger.warning(
                 "--label-field %s: %d documents hold a number or boolean where the others hold "
                 "text (%s at %s): each is taken as the class named %r; fix them if not meant",
@@ -341,10 +347,8 @@ def text_features(options: TextOptions, labelled: bool) -> list[Feature]:
 def _tokenizer_info(
     tokenizer: TextTokenizer, spec: TokenizerSpec, options: TextOptions
 ) -> TokenizerInfo:
-    """The tokenizer as the manifest records it: the ids readers need. Its identity is left
-    to the runner (`TextRunner._finish`), which has it hashed beside the first chunk: hashing
-    the config (~5 ms for an 8k vocabulary) was a third of planning, which nothing else runs
-    beside (benchmarks/RESULTS.md, "Decisions")."""
+    """The tokenizer as the manifest records it: the ids readers need. Its identity and
+    parity verdict are the runner's to add (`TextRunner.run`), once the chunks are done."""
     pad_id, pad_token, pad_choice = tokenizer.choose_pad(options.pad_id)
     before, after = tokenizer.special_ids() if options.special else ([], [])
     return TokenizerInfo(

@@ -74,7 +74,9 @@ class TextOptions:
         if self.encoding_errors not in ("skip", "replace"):
             raise UsageError(f"--encoding-errors {self.encoding_errors!r}: choose skip or replace")
         try:  # ASCII's bytes as ASCII: newlines split lines, JSON and markup read as written
-            ascii_bytes = "\n {}<>[]az09".encode(self.encoding) == b"\n {}<>[]az09"
+            ascii_bytes = b"\n {}<>[]az09".decode(self.encoding) == "\n {}<>[]az09"
+        except UnicodeDecodeError:
+            ascii_bytes = False
         except LookupError:
             raise UsageError(f"--encoding {self.encoding!r}: no such encoding") from None
         if not ascii_bytes:

@@ -187,7 +187,14 @@ def _count_replaced(error: UnicodeError) -> tuple[str, int]:
 
 
 _replaced = threading.local()
-_warned = threading.Event()
+_warned = threading.Event()  # once a conversion (`new_conversion`)
+
+
+def new_conversion() -> None:
+    """A conversion begins: its warnings may be said again."""
+    _warned.clear()
+
+
 codecs.register_error("feedgpu-replace", _count_replaced)
 
 
@@ -304,8 +311,9 @@ def _raw_lines(
                 number += 1
                 continue
             data, ends = block
-            if number == 1 and b"\0" in data[: min(ends[1], _BINARY_PROBE)]:
-                yield Skip(file.rel, "binary file", "contains NUL bytes")
+            if number == (span or (0, 0, 1))[2] and b"\0" in data[: min(ends[1], _BINARY_PROBE)]:
+                where = file.rel if number == 1 else f"{file.rel}:{number}"  # a part of it
+                yield Skip(where, "binary file", "contains NUL bytes")
                 return
             for start in range(0, len(ends) - 1, raw_lines.BLOCK_LINES):
                 bounds = ends[start : start + raw_lines.BLOCK_LINES + 1]

@@ -50,6 +50,10 @@ class TextTokenizer:
     """A loaded tokenizer: HF reference, the compiled WordPiece step, identity, saving."""
 
     def __init__(self, hf: Any) -> None:
+        # A tokenizer.json saved with --max-length truncates (`save`): ids are always whole
+        # here, truncation is the records' (and the identity the same with or without it).
+        hf.no_truncation()
+        hf.no_padding()
         self.hf = hf
         config = json.loads(hf.to_str())
         self.config = config

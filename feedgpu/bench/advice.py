@@ -9,7 +9,7 @@ from feedgpu.bench.train_step import xla_note
 
 # A gap to the ceiling larger than the input wait by this much means the steps themselves run
 # slower end to end: the pipeline and the model compete for the host (benchmarks/RESULTS.md,
-# "Decisions": steps compute measurably slower on a 2-core CPU-only host).
+# "bench-input's verdict": on 2 cores the model computes slower beside the pipeline).
 CONTENTION_GAP = 0.05
 # The pipeline alone is "far above" the ceiling at this many times its rate: throughput is
 # then not what makes the model wait.

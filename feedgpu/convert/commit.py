@@ -81,9 +81,8 @@ def write_shard(
 
 
 def adopt_shard(task: ShardTask, path: str, result: ShardResult, out_dir: str) -> ShardResult:
-    """Commit a shard written whole at path (`write_shard`'s temporary file, or a local text
-    run's, appended to as its chunks were tokenized): its result saved beside it, then the
-    file renamed to its final name."""
+    """Commit a shard written whole at path (`write_shard`'s temporary file, or a text run's
+    one piece of it): its result saved beside it, then the file renamed to its final name."""
     storage.write_atomic(
         sidecar_path(out_dir, task.filename), json.dumps(result.to_json()).encode()
     )

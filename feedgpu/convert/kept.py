@@ -34,6 +34,7 @@ ADVICE = {
     ("text", "not UTF-8"): "pass --encoding NAME if the .txt files use another encoding "
     "(cp1251, koi8-r, latin-1...), or --encoding-errors replace",
     ("text", "malformed JSON"): "check that each line is one JSON object",
+    ("text", "document too large"): "split the documents, or raise --max-document-mb",
 }
 
 

@@ -112,7 +112,9 @@ def build_pipeline(
                 processing_mode=spec.service_mode, service=spec.service, job_name=None
             )
         )
-        ds = ds.map(_beats(watch_for(spec.service)))  # a stall says which worker stopped
+        watch = watch_for(spec.service)
+        ds = ds.map(_beats(watch))  # a stall says which worker stopped
+        watch.track(ds)
     options = tf.data.Options()
     options.deterministic = spec.deterministic
     options.autotune.enabled = spec.autotune

@@ -13,12 +13,15 @@ from feedgpu.pipeline.service_watch import STALL_S, TIMEOUT_S, watch_for
 
 
 class ServiceGuard(keras.callbacks.Callback):
-    """Arms the watch of a service pipeline's batches (`service_watch`) while `fit` trains.
+    """Lets the watch of a service pipeline's batches (`service_watch`) end a `fit` whose step
+    waits on a stalled service.
 
-    After stall_s without a batch while a worker (or the dispatcher) is not answering, it
-    says which one and how to restart it (a worker restarted at the same address ends the
-    stall); after timeout_s the process ends with exit code 75 and one line, for a supervisor
-    to restart it instead of waiting forever. Evaluation inside `fit` pauses it.
+    After stall_s without a batch while a worker (or the dispatcher) is not answering, it is
+    said, with how to restart it (a worker restarted at the same address ends the stall);
+    after timeout_s of a step still waiting, the process ends with exit code 75 and one line,
+    for a supervisor to restart it instead of waiting forever. Only time inside a training step
+    counts (callbacks, checkpoints and evaluation between steps never do), and only while that
+    step's `fit` runs.
 
     Usage::
 
@@ -31,23 +34,18 @@ class ServiceGuard(keras.callbacks.Callback):
         super().__init__()
         self.watch = watch_for(service)
         self.watch.timeout_s, self.watch.stall_s = timeout_s, stall_s
-        self._training = self._armed = False
 
-    def _arm(self, on: bool) -> None:
-        if on != self._armed:
-            self._armed = on
-            self.watch.arm(on)
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self.watch.step(True)
 
-    def on_train_begin(self, logs: Any = None) -> None:
-        self._training = True
-        self._arm(True)
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        self.watch.step(False)
 
-    def on_train_end(self, logs: Any = None) -> None:
-        self._training = False
-        self._arm(False)
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        self.watch.step(False)  # the step begun when the epoch's data ran out never ended
 
     def on_test_begin(self, logs: Any = None) -> None:
-        self._arm(False)
+        self.watch.step(False)  # validation: after the epoch's last step
 
-    def on_test_end(self, logs: Any = None) -> None:
-        self._arm(self._training)  # evaluate() alone never arms it
+    def on_train_end(self, logs: Any = None) -> None:
+        self.watch.step(False)

@@ -4,12 +4,12 @@ TensorFlow's service (2.21) never takes a dead worker's task out of its job: an 
 end, or a distributed_epoch whose splits the worker held, waits until a worker comes back at
 the same address, and the trainer's next batch blocks inside TensorFlow with nothing printed.
 A service pipeline counts the batches it delivers (`build_pipeline`); when none came for
-`stall_s` and a worker the dispatcher listed (or the dispatcher) no longer answers, the watch
-says which one and what to do, and again while the stall lasts. A restarted worker ends the
-stall: the batches flow again. Training loops that can be restarted arm the watch
-(`ServiceGuard` for Keras, `arm` for a loop of one's own): past `timeout_s` of such a stall
-the process ends with exit code 75 (EX_TEMPFAIL) and one line, for a supervisor to restart
-it, rather than wait forever.
+`stall_s` after its first (or while a loop waits) and a worker the dispatcher listed (or the
+dispatcher) no longer answers, the watch says which one and how to restart it, then at
+growing intervals. A restarted worker ends the stall. Loops that a supervisor restarts let the
+watch end them (`ServiceGuard` for Keras, whose steps it times; `arm` for a loop of one's own):
+past `timeout_s` of such a stall while a step waits, the process ends with exit code 75
+(EX_TEMPFAIL) and one line, rather than wait forever.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ import socket
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +108,8 @@ class ServiceWatch:
 
     Args:
         dispatcher: the service's address (grpc://host:port).
-        stall_s: no batch for this long, with a silent worker, is said (and again each stall_s).
+        stall_s: no batch for this long, with a silent worker, is said (then at growing
+            intervals: twice as long each time).
         timeout_s: an armed watch ends the process after this long (exit code 75).
         on_timeout: what ending is (tests give their own); the default exits at once.
     """
@@ -121,37 +124,83 @@ class ServiceWatch:
         self.dispatcher = dispatcher
         self.stall_s, self.timeout_s = stall_s, timeout_s
         self.on_timeout = on_timeout or _exit
-        self.known: set[str] = set()  # every worker the dispatcher has listed
-        self.armed = 0  # training loops that may be ended (`arm`)
+        self.known: set[str] = set()  # the workers the dispatcher lists (and listed, if silent)
+        self.armed = 0  # loops of one's own that may be ended (`arm`)
         self.batches = 0
-        self._last = 0.0  # when the last batch came (monotonic)
+        self.live = 0  # pipelines of this service not yet collected (`track`)
+        self._step: tuple[int, float] | None = None  # a Keras step waiting: thread, since
+        self._last = time.monotonic()  # the last batch, or the watch's start
         self._listed = 0.0  # when the workers were last listed
-        self._said = 0.0  # when the stall was last said
+        self._next_say = 0.0  # when a stall may be said again
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def beat(self) -> None:
-        """A batch came from the service (called by the pipeline, on tf.data's threads)."""
+    def start(self) -> None:
+        """The watching thread started, once (a pipeline is built, a loop armed)."""
         with self._lock:
-            self.batches += 1
-            self._last = time.monotonic()
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="feedgpu-service-watch", daemon=True
                 )
                 self._thread.start()
 
+    def track(self, dataset: Any) -> None:
+        """A pipeline reading this service, counted while it exists: once every one is gone
+        (training over), a silent service is nobody's stall."""
+        with self._lock:
+            self.live += 1
+        weakref.finalize(dataset, self._dropped)
+
+    def _dropped(self) -> None:
+        with self._lock:
+            self.live -= 1
+
+    def beat(self) -> None:
+        """A batch came from the service (called by the pipeline, on tf.data's threads)."""
+        with self._lock:
+            self.batches += 1
+            self._last = time.monotonic()
+
     def arm(self, on: bool = True) -> None:
-        """A training loop that a supervisor restarts begins (on) or ends (off)."""
+        """A loop of one's own that a supervisor restarts begins (on) or ends (off)."""
         with self._lock:
             self.armed += 1 if on else -1
             self._last = max(self._last, time.monotonic())  # a loop's start is no stall
+        self.start()
+
+    def step(self, begun: bool) -> None:
+        """A Keras training step begins (it waits for its batch until it ends) or ends
+        (`ServiceGuard`): time outside steps (callbacks, checkpoints, evaluation) never counts
+        as a stall."""
+        now = time.monotonic()
+        with self._lock:
+            self._step = (threading.get_ident(), now) if begun else None
+            self._last = max(self._last, now) if begun else self._last
+        self.start()
 
     def _run(self) -> None:
         period = max(0.2, min(10.0, self.stall_s / 3))
         while True:
             time.sleep(period)
-            self.check()
+            try:
+                self.check()
+            except Exception as e:  # the watch never dies, never stops training
+                logger.debug("service watch: %s", e)
+
+    def _waiting(self) -> bool:
+        """Whether a loop that may be ended waits: armed, or a Keras step still inside `fit`
+        (a `fit` that raised leaves its step begun: its thread is no longer in `fit`)."""
+        if self.armed > 0:
+            return True
+        step = self._step
+        if step is None:
+            return False
+        frame = sys._current_frames().get(step[0])
+        while frame is not None:
+            if frame.f_code.co_name == "fit" and "keras" in frame.f_code.co_filename:
+                return True
+            frame = frame.f_back
+        return False
 
     def check(self) -> str | None:
         """What is said of the service now (None: nothing): the stall and who is silent."""
@@ -160,35 +209,39 @@ class ServiceWatch:
             self._list()
             self._listed = now
         idle = now - self._last
-        if idle < self.stall_s:
-            self._said = 0.0
-            return None
+        waiting = self._waiting()
+        if idle < self.stall_s or not (waiting or (self.batches and self.live)):
+            self._next_say = 0.0
+            return None  # no stall, a pipeline never read, or none left to read
         silent = sorted(w for w in self.known if not answers(w))
         if not answers(self.dispatcher):
             silent.insert(0, f"the dispatcher {self.dispatcher}")
         if not silent:
             return None  # a slow step or a loop that stopped reading: not the service
         message = self._message(idle, silent)
-        if self.armed and idle >= self.timeout_s:
+        if waiting and idle >= self.timeout_s:
             self.on_timeout(f"{message}; gave up after {self.timeout_s:.0f} s")
             return message
-        if now - self._said >= self.stall_s:
-            self._said = now
+        if now >= self._next_say:
+            self._next_say = now + max(self.stall_s, 2 * (idle - self.stall_s))
             logger.warning("%s", message)
         return message
 
     def _list(self) -> None:
         with contextlib.suppress(OSError):  # an unreachable dispatcher: said with a stall
-            self.known.update(service_workers(self.dispatcher))
+            listed = set(service_workers(self.dispatcher))
+            # A worker no longer listed is kept while it is silent: its job may wait for it.
+            self.known = listed | {w for w in self.known - listed if not answers(w)}
 
     def _message(self, idle: float, silent: list[str]) -> str:
         workers = [w for w in silent if not w.startswith("the dispatcher")]
         how = ""
         if workers:
-            port = workers[0].rpartition(":")[2]
+            host, _, port = _hostport(workers[0]).rpartition(":")
             how = (
-                f"; restart it at the same address (feedgpu serve worker --dispatcher "
-                f"{self.dispatcher} --port {port}) and training carries on where it waits"
+                f"; restart it at the same address (on {host}: feedgpu serve worker "
+                f"--dispatcher {self.dispatcher} --host {host} --port {port}) and the batches "
+                "come again"
             )
         return (
             f"no batch from the tf.data service for {idle:.0f} s: "
@@ -210,13 +263,10 @@ _watches_lock = threading.Lock()
 
 
 def watch_for(dispatcher: str) -> ServiceWatch:
-    """The process's one watch of a dispatcher's service."""
+    """The process's one watch of a dispatcher's service, its thread started."""
     with _watches_lock:
         if dispatcher not in _watches:
             _watches[dispatcher] = ServiceWatch(dispatcher)
-        return _watches[dispatcher]
-
-
-def watches() -> list[ServiceWatch]:
-    with _watches_lock:
-        return list(_watches.values())
+        watch = _watches[dispatcher]
+    watch.start()
+    return watch
