@@ -113,7 +113,7 @@ def test_stage_settings_are_what_tensorflow_traced(image_data: Path, tmp_path: P
     again = trace_stage_settings(feedgpu.build_pipeline(spec))
     assert again is not None and again.stages
     assert set(glob.glob(f"{tempfile.gettempdir()}/feedgpu-stages-*")) == before
-    # Inside someone else's profiler session: no stages, and the run goes on.
+    # Inside someone else's profiler trace: no stages, and the run goes on.
     import tensorflow as tf
 
     tf.profiler.experimental.start(str(tmp_path / "theirs"))

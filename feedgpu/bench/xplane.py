@@ -1,4 +1,4 @@
-"""Profiler traces: one profiler session's life (a folder of its own, start, stop, read,
+"""Profiler traces: one trace's life (a folder of its own, start, stop, read,
 removed unless kept), and the newest trace under a folder parsed into the planes (host
 threads, devices) that `trace.read_window` and `stage_settings.read_stage_settings` each read
 their events from."""
@@ -22,7 +22,7 @@ T = TypeVar("T")
 
 @dataclass
 class ProfilerSession:
-    """One profiler session: its folder, the first training step it covers, its epoch, or
+    """One profiler trace: its folder, the first training step it covers, its epoch, or
     that it was skipped (another profiler was running: TensorFlow runs one at a time)."""
 
     folder: str
@@ -43,8 +43,8 @@ class ProfilerSession:
         feedgpu-TAG-*); what: who asks, for the warning when it must be skipped."""
         import tensorflow as tf
 
-        # A folder a profiler session: the profiler names its runs by the second, and
-        # profiler sessions a second apart would overwrite each other.
+        # A folder a trace: the profiler names its runs by the second, and traces a second
+        # apart would overwrite each other.
         if trace_dir:
             os.makedirs(trace_dir, exist_ok=True)
         prefix = f"step-{first_step}-" if trace_dir else f"feedgpu-{tag}-"
