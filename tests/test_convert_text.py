@@ -753,13 +753,18 @@ def test_blocks_of_long_lines_stay_within_their_byte_budget(monkeypatch, tmp_pat
     from feedgpu.converters.text import raw_lines
     from feedgpu.converters.text import sources as text_sources
     from feedgpu.converters.text.raw_lines import RawLines
+    from feedgpu.converters.text.sources import ReadOptions
 
     monkeypatch.setattr(raw_lines, "BLOCK_BYTES", 5000)
     monkeypatch.setattr(raw_lines, "BLOCK_LINES", 1000)
     local = tmp_path / "book.jsonl"
     lines = [b"x" * 999 + b"\n"] * 100 + [b"short\n"] * 3000 + [b"y" * 12000 + b"\n", b"end"]
     local.write_bytes(b"".join(lines))
-    read = list(text_sources._raw_lines(SourceFile("book.jsonl", str(local), 0, 0), 1 << 30))
+    read = list(
+        text_sources._raw_lines(
+            SourceFile("book.jsonl", str(local), 0, 0), ReadOptions(max_bytes=1 << 30)
+        )
+    )
     assert [line for block in read for line in block.lines()] == lines
     assert [block.number for block in read] == list(
         itertools.accumulate([len(block) for block in read[:-1]], initial=1)

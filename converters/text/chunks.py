@@ -139,10 +139,10 @@ class TextRunner(ShardStage):
         run: RunOptions,
         pool: ThreadPoolExecutor,
     ) -> dict[int, dict[str, Any]]:
-        """Tokenize chunks, in order, as one stream of batches on pool's threads (no core
-        idles at a chunk's edge), each into a fresh folder of its own, which its marker
-        (written atomically once its last batch is) names: no folder is renamed (gs://
-        cannot), and two attempts (Beam's) never mix pieces. Each chunk's marker info."""
+        """Tokenize chunks, in order, as one stream of batches on pool's threads (a chunk's
+        last batches beside the next one's first), each into a fresh folder of its own, which
+        its marker (written atomically once its last batch is) names: no folder is renamed
+        (gs:// cannot), and two attempts (Beam's) never mix pieces. Each chunk's marker info."""
         read, strict = self.options.read, run.strict
         infos: dict[int, dict[str, Any]] = {}
         out: list[_ChunkOut] = []  # the chunk being written

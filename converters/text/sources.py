@@ -244,7 +244,7 @@ def _read(
     is_json = name.endswith((".jsonl", ".ndjson"))
     try:
         if is_json or options.doc_per_line:
-            for found in _raw_lines(file, options.max_bytes, span):
+            for found in _raw_lines(file, options, span):
                 if isinstance(found, Skip) or (blocks and is_json and not options.label_field):
                     yield found
                     continue
@@ -296,18 +296,19 @@ def line_document(
 
 
 def _raw_lines(
-    file: SourceFile, limit: int, span: tuple[int, int, int] | None = None
+    file: SourceFile, options: ReadOptions, span: tuple[int, int, int] | None = None
 ) -> Iterator[RawLines | Skip]:
     """A line-per-document file's lines (span's: from its first byte to its end, numbered
     from its first line) in blocks of BLOCK_LINES at most, as read (`raw_lines.read_blocks`);
-    a line over limit bytes, and a binary file, a Skip."""
+    a line over options.max_bytes, and a binary file, a Skip."""
     start, end, number = span or (0, None, 1)
     with _opened(file.path) as f:
         if start:
             f.seek(start)
-        for block in raw_lines.read_blocks(f, limit, None if end is None else end - start):
+        size = None if end is None else end - start
+        for block in raw_lines.read_blocks(f, options.max_bytes, size):
             if isinstance(block, int):  # a line too long to hold: its size so far
-                yield ReadOptions(max_bytes=limit).too_large(f"{file.rel}:{number}", block)
+                yield options.too_large(f"{file.rel}:{number}", block)
                 number += 1
                 continue
             data, ends = block
