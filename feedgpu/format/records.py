@@ -155,7 +155,7 @@ def _read_varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
-def _fields(data: bytes | memoryview) -> Iterator[tuple[int, int, bytes | int]]:
+def message_fields(data: bytes | memoryview) -> Iterator[tuple[int, int, bytes | int]]:
     """(field number, wire type, payload) for each field of a protobuf message."""
     pos = 0
     while pos < len(data):
@@ -182,17 +182,17 @@ def _fields(data: bytes | memoryview) -> Iterator[tuple[int, int, bytes | int]]:
 
 def _decode_list(kind: int, body: bytes) -> list[bytes] | list[int] | list[float]:
     if kind == _KIND_BYTES:
-        return [v for _, _, v in _fields(body) if isinstance(v, bytes)]
+        return [v for _, _, v in message_fields(body) if isinstance(v, bytes)]
     if kind == _KIND_FLOAT:
         floats: list[float] = []
-        for _, wire, v in _fields(body):
+        for _, wire, v in message_fields(body):
             raw = v if isinstance(v, bytes) else b""
             floats.extend(struct.unpack(f"<{len(raw) // 4}f", raw) if wire == 2 else [])
             if wire == 5:
                 floats.extend(struct.unpack("<f", raw))
         return floats
     ints: list[int] = []
-    for _, wire, v in _fields(body):
+    for _, wire, v in message_fields(body):
         if wire == 0 and isinstance(v, int):
             ints.append(v)
         elif isinstance(v, bytes):
@@ -237,17 +237,17 @@ def decode_example(data: bytes) -> ParsedExample:
         ValueError: the bytes are not a well-formed Example.
     """
     out: ParsedExample = {}
-    for _, _, features in _fields(data):
+    for _, _, features in message_fields(data):
         if not isinstance(features, bytes):
             raise ValueError("Example.features is not a message")
-        for _, _, entry in _fields(features):
+        for _, _, entry in message_fields(features):
             name, value = "", b""
-            for number, _, part in _fields(entry if isinstance(entry, bytes) else b""):
+            for number, _, part in message_fields(entry if isinstance(entry, bytes) else b""):
                 if number == 1 and isinstance(part, bytes):
                     name = part.decode("utf-8")
                 elif number == 2 and isinstance(part, bytes):
                     value = part
-            kinds = list(_fields(value))
+            kinds = list(message_fields(value))
             if not kinds:
                 out[name] = []
                 continue

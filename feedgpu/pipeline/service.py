@@ -43,7 +43,8 @@ class ServiceServer:
         stop_server(self.server)
 
 
-def _hostport(address: str) -> str:
+def hostport(address: str) -> str:
+    """host:port of an address given with or without its scheme (grpc://host:port)."""
     return address.split("://", 1)[1] if "://" in address else address
 
 
@@ -79,7 +80,7 @@ def start_worker(dispatcher: str, port: int = 0, *, host: str = "localhost") -> 
     if port < 0 or port > 65535:
         raise UsageError(f"--port {port}: must be 0..65535")
     config = tf.data.experimental.service.WorkerConfig(
-        dispatcher_address=_hostport(dispatcher),
+        dispatcher_address=hostport(dispatcher),
         port=port,
         worker_address=f"{host}:%port%",
     )

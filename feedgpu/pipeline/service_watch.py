@@ -25,16 +25,15 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from feedgpu.format.records import message_fields
+from feedgpu.pipeline.service import hostport
+
 logger = logging.getLogger(__name__)
 
 STALL_S = 60.0  # no batch for this long, and a silent worker: said
 TIMEOUT_S = 600.0  # and for this long, armed: the process ends
 EXIT_TEMPFAIL = 75
 _GET_WORKERS = "/tensorflow.data.DispatcherService/GetWorkers"
-
-
-def _hostport(address: str) -> str:
-    return address.split("://", 1)[1] if "://" in address else address
 
 
 def service_workers(dispatcher: str, timeout_s: float = 5.0) -> list[str]:
@@ -45,56 +44,27 @@ def service_workers(dispatcher: str, timeout_s: float = 5.0) -> list[str]:
     """
     import grpc
 
-    with grpc.insecure_channel(_hostport(dispatcher)) as channel:
+    with grpc.insecure_channel(hostport(dispatcher)) as channel:
         call = channel.unary_unary(_GET_WORKERS)  # bytes in and out: an empty request
         try:
             raw = call(b"", timeout=timeout_s)
+            # GetWorkersResponse: field 1, repeated WorkerInfo, whose field 1 is the address.
+            infos = [v for n, _, v in message_fields(raw) if n == 1 and isinstance(v, bytes)]
+            return [
+                v.decode()
+                for info in infos
+                for n, _, v in message_fields(info)
+                if n == 1 and isinstance(v, bytes)
+            ]
         except grpc.RpcError as e:
             raise OSError(f"dispatcher {dispatcher}: {e.code().name}") from None
-    # GetWorkersResponse: field 1 repeated WorkerInfo, whose field 1 is the address.
-    return [_field_one(info).decode() for info in _fields_one(raw)]
-
-
-def _fields_one(message: bytes) -> list[bytes]:
-    """The bytes of every length-delimited field 1 of a protobuf message (others skipped)."""
-    found, at = [], 0
-    while at < len(message):
-        key, at = _varint(message, at)
-        kind = key & 7
-        if kind == 2:
-            size, at = _varint(message, at)
-            if key >> 3 == 1:
-                found.append(message[at : at + size])
-            at += size
-        elif kind == 0:
-            at = _varint(message, at)[1]
-        elif kind in (1, 5):
-            at += 8 if kind == 1 else 4
-        else:
-            raise OSError("the dispatcher's answer is not a GetWorkersResponse")
-    return found
-
-
-def _field_one(message: bytes) -> bytes:
-    fields = _fields_one(message)
-    return fields[0] if fields else b""
-
-
-def _varint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if at >= len(data):
-            raise OSError("the dispatcher's answer is cut short")
-        byte = data[at]
-        value |= (byte & 0x7F) << shift
-        at, shift = at + 1, shift + 7
-        if byte < 0x80:
-            return value, at
+        except (ValueError, TypeError, UnicodeDecodeError):
+            raise OSError(f"dispatcher {dispatcher}: not a GetWorkers answer") from None
 
 
 def answers(address: str, timeout_s: float = 2.0) -> bool:
     """Whether host:port accepts a connection (a killed worker's port refuses at once)."""
-    host, _, port = _hostport(address).rpartition(":")
+    host, _, port = hostport(address).rpartition(":")
     try:
         with socket.create_connection((host, int(port)), timeout=timeout_s):
             return True
@@ -237,7 +207,7 @@ class ServiceWatch:
         workers = [w for w in silent if not w.startswith("the dispatcher")]
         how = ""
         if workers:
-            host, _, port = _hostport(workers[0]).rpartition(":")
+            host, _, port = hostport(workers[0]).rpartition(":")
             how = (
                 f"; restart it at the same address (on {host}: feedgpu serve worker "
                 f"--dispatcher {self.dispatcher} --host {host} --port {port}) and the batches "
