@@ -38,3 +38,18 @@ def test_the_sample_is_spread_over_the_corpus_and_seeded(tmp_path: Path) -> None
     assert max(late) > 10_000  # far into the last file too
     assert all(len(t) < 1 << 20 for t in texts)  # the long line is never a sample document
     assert 20_000 * 0.5 < sum(map(len, texts)) < 20_000 * 1.5
+
+
+def test_a_line_over_the_limit_is_passed_unheld_where_the_sample_reads(tmp_path: Path) -> None:
+    """Read from a place at a too-long line's start: the line is skipped, the next ones read."""
+    from feedgpu.converters.text.parity import _documents_from
+
+    path = tmp_path / "a.jsonl"
+    lines = [
+        json.dumps({"text": "x " * 700_000}),
+        *(json.dumps({"text": f"d {i}"}) for i in range(5)),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    source = TextSource(SourceFile(path.name, str(path), path.stat().st_size, 0), None, None)
+    found = list(_documents_from(source, ReadOptions(max_bytes=1 << 20), 0, 1 << 24))
+    assert [d.text for d in found] == [f"d {i}" for i in range(5)]

@@ -25,13 +25,6 @@ from feedgpu.converters.text.records import (
 from feedgpu.format.records import decode_example, read_records
 
 
-@pytest.fixture
-def records(monkeypatch: pytest.MonkeyPatch) -> Any:
-    from conftest import compiled_step
-
-    return compiled_step("_records", monkeypatch)
-
-
 def _columns(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
     """Random columns of every kind for n records: ids of every varint width (negative ones
     ten bytes), empty lists of ids, non-ASCII and empty strings."""
@@ -219,8 +212,9 @@ def test_packing_matches_a_document_by_document_packer() -> None:
                 buffer[2] += range(len(take))
                 if len(buffer[0]) == 16:
                     emit(shard, buffer)
-    data, _groups, shards, _real = packer.close()
+    data, _groups, shards, last_real = packer.close()
     got += _stored(type("M", (), {"data": data})())
+    assert real_ids + int(last_real.sum()) == all_ids  # every id stored once, as a real one
     for shard, buffer in sorted(model.items()):
         if buffer[0]:
             emit(shard, buffer)
