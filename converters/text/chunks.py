@@ -216,24 +216,22 @@ class TextRunner(ShardStage):
         Beam workers when `run` says so, else in order on one pool of threads); the shards
         are their pieces (`PieceShardBody`)."""
         self.check_parity()
-        if run.on_beam:
+        keys = {piece_key(t.split, t.index) for t in todo}
+        kept = self._kept(keys)
+        missing = [i for i, info in kept.items() if not info]
+        if run.on_beam and missing:
             from feedgpu.convert.beam import run_on_beam
 
-            missing = [i for i in range(len(self.chunks)) if self._chunk_info(i) is None]
-            if missing:
-                flags = run.beam_flags()
-                work = _BeamChunk(self, run)
-                run_on_beam(work, missing, flags, "tokenize chunks", quiet=run.quiet)
-        kept = self._kept({piece_key(t.split, t.index) for t in todo})
+            work = _BeamChunk(self, run)
+            run_on_beam(work, missing, run.beam_flags(), "tokenize chunks", quiet=run.quiet)
+            kept.update((i, self._chunk_info(i)) for i in missing)  # the markers Beam wrote
         for info in kept.values():  # shown as done
             if info is not None:
                 documents = sum(p["documents"] for p in info.get("pieces", {}).values())
                 on_progress(documents, int(info.get("tokens", 0)))
         with ThreadPoolExecutor(run.worker_count()) as pool:  # one thread a core
             try:
-                made = self.run_chunks(
-                    [i for i, k in kept.items() if not k], on_progress, run, pool
-                )
+                made = self.run_chunks([i for i in missing if not kept[i]], on_progress, run, pool)
             except BaseException:  # the batches queued are not begun
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise

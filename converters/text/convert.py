@@ -151,7 +151,10 @@ def plan_text_dataset(
     options.check_room(sum(map(len, tokenizer.special_ids())))
     layout = options  # the options as written: --docs-per-record auto decided
     if options.blocks and options.docs_per_record is None:
-        per_record = choose_per_record(_mean_ids(sources, options, tokenizer))
+        if done is not None:  # what auto chose is recorded (blocks record docs_per_record)
+            per_record = None if "docs_per_record" in done.options else 1
+        else:
+            per_record = choose_per_record(_mean_ids(sources, options, tokenizer))
         layout = dataclasses.replace(options, docs_per_record=per_record)
     shard_counts = _shard_counts(sources, fractions, options)
     tasks = [
