@@ -38,7 +38,7 @@ SPECIAL_BPE = ("<pad>", "<unk>", "<s>", "</s>")
 # said once a run.
 NO_STEP = "this install has no compiled text step (built without a C compiler)"
 NO_STEP_HELP = (
-    "HF tokenizes every text, several times slower; reinstall feedgpu with gcc and the "
+    "HF tokenizes every text, about 25x slower; reinstall feedgpu with gcc and the "
     "Python headers (python3-dev) present to get the compiled step"
 )
 
