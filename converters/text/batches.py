@@ -191,16 +191,13 @@ class Batch:
             self.texts += [doc.text for _, doc in kept]
             self.replaced += sum(doc.replaced for _, doc in kept)
         prefix, lines = f"{raw.rel}:", lines + (raw.number + start)
-        if split is not None and not self.doc_ids:  # named when needed, if ever
-            self.runs.append((prefix, lines))
-            self.in_runs += len(lines)
+        if split is None:  # each one's split by its name's hash (the names made again later)
+            names = Names.numbered(prefix, lines).strings()
+            self.splits += [hash_split(name, fractions) for name in names]
+        else:
             self.splits += [split] * len(lines)
-        else:  # named now: a batch's names in order, or each one's split by their hash
-            doc_ids = Names.numbered(prefix, lines).strings()
-            self.doc_ids += doc_ids
-            self.splits += (
-                [split] * len(doc_ids) if split else [hash_split(d, fractions) for d in doc_ids]
-            )
+        self.runs.append((prefix, lines))  # named when needed, in one call (`names`)
+        self.in_runs += len(lines)
         self.labels += [None] * len(lines)
         return values, lengths, skips
 
