@@ -139,9 +139,9 @@ static unsigned char *write_column(const Column *c, Py_ssize_t r, Py_ssize_t *at
             o = put(o, (uint64_t)bytes);
         }
         if (c->kind == VALUES) /* (a stray byte past the last varint: the frame's CRC's) */
-            o = put_ids(o, c->values + *at, end - *at, 0, 0, NULL);
+            o = put_ids(o, c->values + *at, end - *at);
         for (Py_ssize_t i = *at; c->kind == SLICES && i < end; i++)
-            o = put_ids(o, c->values + c->starts[i], c->sizes[i], 0, 0, NULL);
+            o = put_ids(o, c->values + c->starts[i], c->sizes[i]);
     }
     *at = end;
     return o;

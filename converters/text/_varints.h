@@ -32,15 +32,10 @@ static inline unsigned char *put(unsigned char *p, uint64_t v) {
 
 /* ids' varints, those under 2^14 (a vocabulary's) without a branch on their size: both bytes
  * written, the second kept only when needed. It may write one byte past the last varint (into
- * what its caller writes next: a record's next field, or its frame's CRC). With count, adds
- * how many are unk to *hits in the same pass; inlined, the loop without count has no
- * compare. */
-static inline unsigned char *put_ids(unsigned char *p, const int64_t *v, ptrdiff_t n, int count,
-                                     int64_t unk, int64_t *hits) {
-    int64_t found = 0;
+ * what its caller writes next: a record's next field, or its frame's CRC). */
+static inline unsigned char *put_ids(unsigned char *p, const int64_t *v, ptrdiff_t n) {
     for (ptrdiff_t i = 0; i < n; i++) {
         uint64_t u = (uint64_t)v[i];
-        if (count) found += v[i] == unk;
         if (u < 1u << 14) {
             unsigned two = u >= 0x80;
             p[0] = (unsigned char)(u | (two << 7));
@@ -50,7 +45,6 @@ static inline unsigned char *put_ids(unsigned char *p, const int64_t *v, ptrdiff
             p = put(p, u);
         }
     }
-    if (count) *hits += found;
     return p;
 }
 
